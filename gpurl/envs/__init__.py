@@ -1,0 +1,40 @@
+"""Env families and the one factory the trainer uses: `make_env(env_cfg, ...)`.
+
+Native envs are registered by name in NATIVE_ENVS; their constructor takes num_envs,
+device, seed, and any other keys of the env config as keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpurl.envs.base import NativeEnv
+from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.pendulum import PendulumEnv
+from gpurl.errors import ConfigError
+
+NATIVE_ENVS: dict[str, type[NativeEnv]] = {
+    "cartpole": CartPoleEnv,
+    "pendulum": PendulumEnv,
+}
+
+# Keys of an env config that the factory consumes itself.
+_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id"}
+
+
+def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None = None):
+    """Build the env an env config names; `num_envs` overrides the config's count."""
+    name = env_cfg["name"]
+    n = env_cfg.get("num_envs", 1) if num_envs is None else num_envs
+    if name == "gym":
+        from gpurl.envs.gym import make_gym_env
+
+        return make_gym_env(env_cfg["id"], num_envs=n, device=device, seed=seed)
+    if name not in NATIVE_ENVS:
+        known = ", ".join(sorted([*NATIVE_ENVS, "gym"]))
+        raise ConfigError(f"unknown env '{name}': choose one of {known}")
+    kwargs = {k: v for k, v in env_cfg.items() if k not in _FACTORY_KEYS}
+    try:
+        return NATIVE_ENVS[name](num_envs=n, device=device, seed=seed, **kwargs)
+    except TypeError as err:
+        raise ConfigError(f"bad option for env={name}: {err}") from err

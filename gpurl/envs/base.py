@@ -1,0 +1,117 @@
+"""The thin TorchRL shell that every native gpurl env shares.
+
+A native env keeps its state as batched tensors on its device and implements three
+methods that never read device data on the host:
+
+    _reset_where(mask)  start fresh episodes where mask [B] is True, leave the rest
+    _advance(action)    step every env; return reward, terminated, truncated, each [B, 1]
+    _observation()      the observation entries, as tensors the env will not mutate later
+
+From those, this class provides both faces of the env:
+- TorchRL's `EnvBase` (`reset`, `step`, `rollout`, partial resets through "_reset",
+  `check_env_specs`), for anything in the TorchRL ecosystem;
+- the lean path (`lean_reset`, `lean_step`) used by gpurl's collector and evaluator:
+  no spec checks, no key juggling, no host reads, autoreset under a mask.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Categorical, Composite, Unbounded
+from torchrl.envs import EnvBase
+
+from gpurl.errors import ConfigError
+
+
+class NativeEnv(EnvBase):
+    #: episode length at which `truncated` is set; evaluation runs at most this many steps
+    max_episode_steps: int
+
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu", seed: int = 0):
+        if int(num_envs) < 1:
+            raise ConfigError(f"num_envs must be >= 1, got {num_envs}: set env.num_envs=1 or more")
+        super().__init__(batch_size=torch.Size([int(num_envs)]), device=device)
+        self.num_envs = int(num_envs)
+        self.rng = torch.Generator(device=self.device)
+        self.rng.manual_seed(seed)
+
+    # -- to implement -------------------------------------------------------------------
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def _advance(self, action: torch.Tensor):
+        raise NotImplementedError
+
+    def _observation(self) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    # -- shared helpers -----------------------------------------------------------------
+    def _set_specs(self, observation: dict, action) -> None:
+        """Observation entries and action as given; scalar reward and done flags [B, 1]."""
+        self.observation_spec = Composite(observation, shape=self.batch_size, device=self.device)
+        self.action_spec = action
+        self.reward_spec = Unbounded(shape=(*self.batch_size, 1), device=self.device)
+        flag = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        self.done_spec = Composite(
+            done=flag.clone(),
+            terminated=flag.clone(),
+            truncated=flag.clone(),
+            shape=self.batch_size,
+            device=self.device,
+        )
+
+    def _observation_td(self) -> TensorDict:
+        return TensorDict(self._observation(), batch_size=self.batch_size, device=self.device)
+
+    # -- TorchRL face -------------------------------------------------------------------
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            mask = torch.ones(self.batch_size, dtype=torch.bool, device=self.device)
+        self._reset_where(mask.reshape(self.batch_size))
+        out = self._observation_td()
+        zeros = torch.zeros((*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        out.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
+        return out
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        reward, terminated, truncated = self._advance(tensordict.get("action"))
+        out = self._observation_td()
+        out.update(
+            {
+                "reward": reward,
+                "done": terminated | truncated,
+                "terminated": terminated,
+                "truncated": truncated,
+            }
+        )
+        return out
+
+    def _set_seed(self, seed: int | None) -> None:
+        if seed is not None:
+            self.rng.manual_seed(seed)
+
+    # -- lean face ------------------------------------------------------------------------
+    def lean_reset(self) -> TensorDict:
+        """Reset every env; return the observation to act on."""
+        self._reset_where(torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
+        return self._observation_td()
+
+    def lean_step(self, action: torch.Tensor) -> tuple[TensorDict, TensorDict]:
+        """Step, then reset the envs that are done, all under masks.
+
+        Returns (next, obs): `next` holds the observation reached by this step (before any
+        reset), reward, done, terminated and truncated, as in TorchRL's ("next", ...)
+        entries; `obs` is the observation to act on at the following step, already
+        reset where the episode ended.
+        """
+        reward, terminated, truncated = self._advance(action)
+        done = terminated | truncated
+        nxt = self._observation()
+        nxt.update(reward=reward, done=done, terminated=terminated, truncated=truncated)
+        self._reset_where(done.reshape(self.batch_size))
+        return (
+            TensorDict(nxt, batch_size=self.batch_size, device=self.device),
+            self._observation_td(),
+        )

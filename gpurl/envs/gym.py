@@ -1,0 +1,38 @@
+"""Any Gymnasium task through TorchRL's GymWrapper, with `num_envs` copies in one process.
+
+Copies run in a gymnasium SyncVectorEnv (no worker processes: on a few CPU cores the
+pipes cost more than classic-control physics) with autoreset disabled, so TorchRL's
+partial "_reset" drives resets, as for native envs. Discrete actions are integers
+(Categorical), as in gpurl's native envs. These envs step on the CPU; observations
+and rewards are moved to `device`.
+"""
+
+from __future__ import annotations
+
+from gpurl.errors import ConfigError
+
+
+def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
+    try:
+        import gymnasium as gym
+    except ImportError as err:
+        raise ConfigError("env=gym needs gymnasium: pip install -e '.[gym]'") from err
+    from torchrl.envs import GymWrapper
+
+    if int(num_envs) < 1:
+        raise ConfigError(f"num_envs must be >= 1, got {num_envs}: set env.num_envs=1 or more")
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as err:
+        raise ConfigError(
+            f"unknown Gymnasium env id '{env_id}' ({err}): pass a registered id, "
+            "e.g. env.id=Acrobot-v1"
+        ) from err
+    vector = gym.vector.SyncVectorEnv(
+        [lambda: gym.make(env_id)] * int(num_envs),
+        autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+    )
+    env = GymWrapper(vector, categorical_action_encoding=True, device=device)
+    env.set_seed(seed)
+    env.max_episode_steps = gym.spec(env_id).max_episode_steps or 1000
+    return env

@@ -1,0 +1,71 @@
+"""Pendulum with Gymnasium's Pendulum-v1 dynamics, batched over envs on any device.
+
+Observation (cos theta, sin theta, theta_dot); torque in [-2, 2]; reward
+-(angle^2 + 0.1 theta_dot^2 + 0.001 u^2); never terminates; truncated at 200 steps;
+resets theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as in Gymnasium.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torchrl.data import Bounded, Unbounded
+
+from gpurl.envs.base import NativeEnv
+
+MAX_SPEED = 8.0
+MAX_TORQUE = 2.0
+DT = 0.05
+G = 10.0
+MASS = 1.0
+LENGTH = 1.0
+
+
+def angle_normalize(x: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(x + math.pi, 2 * math.pi) - math.pi
+
+
+def pendulum_step(state: torch.Tensor, torque: torch.Tensor):
+    """One step for states [B, 2] (theta, theta_dot) and torques [B, 1]: next state, reward [B]."""
+    th, thdot = state.unbind(-1)
+    u = torque.reshape(th.shape).clamp(-MAX_TORQUE, MAX_TORQUE)
+    cost = angle_normalize(th).square() + 0.1 * thdot.square() + 0.001 * u.square()
+    new_thdot = thdot + (3 * G / (2 * LENGTH) * torch.sin(th) + 3.0 / (MASS * LENGTH**2) * u) * DT
+    new_thdot = new_thdot.clamp(-MAX_SPEED, MAX_SPEED)
+    return torch.stack((th + new_thdot * DT, new_thdot), dim=-1), -cost
+
+
+def pendulum_observation(state: torch.Tensor) -> torch.Tensor:
+    th, thdot = state.unbind(-1)
+    return torch.stack((torch.cos(th), torch.sin(th), thdot), dim=-1)
+
+
+class PendulumEnv(NativeEnv):
+    max_episode_steps = 200
+
+    def __init__(self, num_envs: int = 1, device="cpu", seed: int = 0):
+        super().__init__(num_envs, device, seed)
+        b = self.batch_size
+        self._set_specs(
+            {"observation": Unbounded(shape=(*b, 3), device=self.device)},
+            Bounded(-MAX_TORQUE, MAX_TORQUE, shape=(*b, 1), device=self.device),
+        )
+        self.state = torch.zeros((*b, 2), device=self.device)
+        self.steps = torch.zeros(b, dtype=torch.int64, device=self.device)
+        self._high = torch.tensor([math.pi, 1.0], device=self.device)
+
+    def _reset_where(self, mask):
+        u = torch.rand(self.state.shape, generator=self.rng, device=self.device)
+        fresh = (2 * u - 1) * self._high
+        self.state = torch.where(mask.unsqueeze(-1), fresh, self.state)
+        self.steps = torch.where(mask, 0, self.steps)
+
+    def _advance(self, action):
+        self.state, reward = pendulum_step(self.state, action)
+        self.steps = self.steps + 1
+        truncated = (self.steps >= self.max_episode_steps).unsqueeze(-1)
+        return reward.unsqueeze(-1), torch.zeros_like(truncated), truncated
+
+    def _observation(self):
+        return {"observation": pendulum_observation(self.state)}
