@@ -54,7 +54,9 @@ def test_pendulum_matches_gymnasium_from_same_states():
     env.state = torch.tensor(states, dtype=torch.float32)
     reward, terminated, _ = env._advance(torch.tensor(actions, dtype=torch.float32))
     obs = env._observation()["observation"]
-    ref = [_gym_transitions("Pendulum-v1", [s], [a])[0] for s, a in zip(states, actions)]
+    ref = [
+        _gym_transitions("Pendulum-v1", [s], [a])[0] for s, a in zip(states, actions, strict=True)
+    ]
     np.testing.assert_allclose(obs.numpy(), np.stack([r[0] for r in ref]), atol=1e-5)
     np.testing.assert_allclose(
         reward.squeeze(-1).numpy(), np.array([r[1] for r in ref]), rtol=1e-5, atol=1e-5
