@@ -1,0 +1,24 @@
+"""Agents by name. Each builds its policy, losses and optimisers from the env's specs."""
+
+from __future__ import annotations
+
+from gpurl.agents.base import Agent
+from gpurl.agents.ddpg import DDPGAgent
+from gpurl.agents.dqn import DQNAgent
+from gpurl.agents.sac import SACAgent
+from gpurl.agents.td3 import TD3Agent
+from gpurl.errors import ConfigError
+
+AGENTS: dict[str, type[Agent]] = {
+    "dqn": DQNAgent,
+    "ddpg": DDPGAgent,
+    "td3": TD3Agent,
+    "sac": SACAgent,
+}
+
+
+def make_agent(agent_cfg, observation_spec, action_spec, device, random_frames: int = 0) -> Agent:
+    name = agent_cfg["name"]
+    if name not in AGENTS:
+        raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
+    return AGENTS[name](agent_cfg, observation_spec, action_spec, device, random_frames)

@@ -1,0 +1,37 @@
+"""Greedy evaluation on separate env copies: one episode per copy, returns on the device."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from gpurl.envs.base import NativeEnv
+
+
+def first_episode_returns(rollout: TensorDict) -> torch.Tensor:
+    """Sum of rewards up to and including each env's first done, for a rollout [N, T]."""
+    done = rollout["next", "done"].reshape(*rollout.shape, -1).any(-1).float()
+    alive = (done.cumsum(1) - done) == 0  # True until (and at) the first done
+    reward = rollout["next", "reward"].reshape(*rollout.shape, -1).sum(-1)
+    return (reward * alive).sum(1)
+
+
+@torch.no_grad()
+def evaluate(env, policy, max_steps: int | None = None) -> torch.Tensor:
+    """Run every copy of `env` greedily for one episode; return their returns [N]."""
+    max_steps = max_steps or env.max_episode_steps
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        if not isinstance(env, NativeEnv):
+            rollout = env.rollout(max_steps, policy, break_when_all_done=True)
+            return first_episode_returns(rollout)
+        obs = env.lean_reset()
+        returns = torch.zeros(env.batch_size, device=env.device)
+        alive = torch.ones(env.batch_size, dtype=torch.bool, device=env.device)
+        for t in range(max_steps):
+            nxt, obs = env.lean_step(policy(obs)["action"])
+            returns += nxt["reward"].reshape(*env.batch_size, -1).sum(-1) * alive
+            alive &= ~nxt["done"].reshape(*env.batch_size, -1).any(-1)
+            if t % 64 == 63 and not alive.any():  # evaluation only: a host read is fine
+                break
+    return returns

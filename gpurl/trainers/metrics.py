@@ -1,0 +1,70 @@
+"""Device-side accumulators (DESIGN.md rule 6): the hot loop adds, the host reads once
+per log interval and resets."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+
+class EpisodeTracker:
+    """Running returns and lengths per env; sums over episodes finished since the last read."""
+
+    def __init__(self, num_envs: int, device):
+        self.running = torch.zeros(num_envs, device=device)
+        self.length = torch.zeros(num_envs, device=device)
+        self.finished = torch.zeros(3, device=device)  # episodes, sum of returns, sum of lengths
+
+    def update(self, batch: TensorDict) -> None:
+        """batch [num_envs, steps]; a loop over time, as the rollout itself."""
+        shape = batch.shape
+        reward = batch["next", "reward"].reshape(*shape, -1).sum(-1)
+        done = batch["next", "done"].reshape(*shape, -1).any(-1)
+        for t in range(shape[1]):
+            self.running += reward[:, t]
+            self.length += 1
+            d = done[:, t].float()
+            self.finished += torch.stack(
+                ((d).sum(), (self.running * d).sum(), (self.length * d).sum())
+            )
+            self.running *= 1 - d
+            self.length *= 1 - d
+
+    def read(self) -> dict[str, float] | None:
+        """Mean return and length of the episodes finished since the last read (host read)."""
+        episodes, returns, lengths = self.finished.tolist()
+        self.finished.zero_()
+        if episodes == 0:
+            return None
+        return {"episodes": episodes, "return": returns / episodes, "length": lengths / episodes}
+
+    def state_dict(self):
+        # Episodes in flight are not saved: a resumed run starts them afresh.
+        return {"finished": self.finished}
+
+    def load_state_dict(self, state):
+        self.finished.copy_(state["finished"])
+
+
+class MetricSums:
+    """Sums of per-update metrics (device scalars) and their counts."""
+
+    def __init__(self):
+        self.sums: dict[str, torch.Tensor] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, metrics: TensorDict) -> None:
+        for k, v in metrics.items():
+            if k in self.sums:
+                self.sums[k] += v
+            else:
+                self.sums[k] = v.clone()
+            self.counts[k] = self.counts.get(k, 0) + 1
+
+    def read(self) -> dict[str, float]:
+        if not self.sums:
+            return {}
+        values = torch.stack(list(self.sums.values())).tolist()
+        out = {k: v / self.counts[k] for k, v in zip(self.sums, values, strict=True)}
+        self.sums, self.counts = {}, {}
+        return out

@@ -1,0 +1,56 @@
+"""What a run leaves behind: scalar logs (TorchRL loggers), a learning-curve PNG and
+summary.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpurl.errors import ConfigError
+
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow", "none")
+
+
+def make_logger(kind: str, run_dir: Path, experiment_name: str):
+    if kind not in LOGGERS:
+        raise ConfigError(f"unknown logger '{kind}': use logger={', logger='.join(LOGGERS)}")
+    if kind == "none":
+        return None
+    from torchrl.record.loggers import get_logger
+
+    try:
+        return get_logger(kind, logger_name=str(run_dir / "logs"), experiment_name=experiment_name)
+    except ImportError as err:
+        raise ConfigError(
+            f"logger={kind} needs its package: pip install -e '.[loggers]' ({err})"
+        ) from err
+
+
+def plot_learning_curve(path: Path, title: str, eval_history, train_history) -> Path:
+    """Evaluation returns (markers) and training episode returns (line) against frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    if train_history:
+        f, r = zip(*train_history, strict=True)
+        ax.plot(f, r, color="tab:blue", alpha=0.6, lw=1.2, label="training episodes (mean)")
+    if eval_history:
+        f, r = zip(*eval_history, strict=True)
+        ax.plot(f, r, "o-", color="tab:red", ms=4, lw=1.5, label="greedy evaluation")
+    ax.set_xlabel("frames")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_summary(path: Path, summary: dict) -> Path:
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return path

@@ -1,0 +1,72 @@
+"""DESIGN.md rule 1 for the whole hot path: steady-state training iterations (collect,
+extend, sample, update, target update) read nothing back to the host, for every agent."""
+
+import pytest
+import torch
+
+from gpurl.train import build, load_config
+from gpurl.utils.host_reads import count_host_reads
+
+from .conftest import requires_cuda
+
+CASES = {
+    "dqn": ["env=cartpole", "agent=dqn"],
+    "dqn_dueling_hard_target": [
+        "env=cartpole",
+        "agent=dqn",
+        "agent.dueling=true",
+        "agent.target_update=hard",
+        "agent.target_update_interval=3",
+    ],
+    "ddpg": ["env=pendulum", "agent=ddpg"],
+    "ddpg_ou": ["env=pendulum", "agent=ddpg", "agent.noise=ou"],
+    "td3": ["env=pendulum", "agent=td3"],
+    "sac": ["env=pendulum", "agent=sac"],
+}
+
+
+def small_trainer(tmp_path, overrides, device="cpu"):
+    cfg = load_config(
+        [
+            *overrides,
+            f"device={device}",
+            "env.num_envs=4",
+            "env.eval_envs=2",
+            "agent.hidden=[32,32]",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=16",
+            "trainer.batch_size=16",
+            "trainer.buffer_size=1000",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    return build(cfg, tmp_path)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_training_iterations_read_nothing_on_the_host(tmp_path, case):
+    trainer = small_trainer(tmp_path, CASES[case])
+    for _ in range(4):  # past the random warm-up: updates are running
+        trainer.iteration()
+    updates_before = trainer.agent.updates
+    with count_host_reads() as reads:
+        for _ in range(6):
+            trainer.iteration()
+    assert trainer.agent.updates == updates_before + 6 * 8  # utd 1: the updates did run
+    assert reads.count == 0, reads.report()
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", CASES)
+def test_training_iterations_never_sync_on_cuda(tmp_path, case):
+    trainer = small_trainer(tmp_path, CASES[case], device="cuda")
+    for _ in range(4):
+        trainer.iteration()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(6):
+            trainer.iteration()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

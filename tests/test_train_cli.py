@@ -1,0 +1,121 @@
+"""The command line a researcher uses: a run leaves its artefacts; bad input stops with one
+clear line and a non-zero exit; multirun sweeps with the basic and joblib launchers."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpurl.errors import ConfigError
+from gpurl.train import build, load_config
+
+TINY = [
+    "agent.hidden=[16,16]",
+    "trainer.total_frames=64",
+    "trainer.frames_per_batch=8",
+    "trainer.init_random_frames=16",
+    "trainer.batch_size=8",
+    "trainer.eval_interval=32",
+    "trainer.log_interval=16",
+    "trainer.checkpoint_interval=32",
+    "env.num_envs=2",
+    "env.eval_envs=2",
+    "trainer.progress=false",
+]
+
+
+def train(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "gpurl.train", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_run_leaves_logs_checkpoint_plot_and_summary(tmp_path):
+    run_dir = tmp_path / "run"
+    out = train(*TINY, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    summary_path = Path(out.stdout.strip().splitlines()[-1])
+    assert summary_path == run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    for key in ("frames", "eval_return", "wall_time_s", "env", "agent", "seed"):
+        assert key in summary
+    assert summary["frames"] == 64 and summary["env"] == "cartpole" and summary["agent"] == "dqn"
+    assert len(summary["eval_history"]) == 2
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+    png = (run_dir / "learning_curve.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    scalars = list((run_dir / "logs").rglob("*.csv"))
+    assert any(p.name == "return.csv" and p.parent.name == "eval" for p in scalars)
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["env=pendulum", "agent=dqn"], "agent=dqn needs a discrete action space"),
+        (["env=cartpole", "agent=sac"], "agent=sac needs a continuous"),
+        (["env=cartpole", "agent=ddpg"], "agent=ddpg needs a continuous"),
+        (["env=gym", "env.id=NoSuchTask-v0"], "unknown Gymnasium env id"),
+        (["env.num_envs=0"], "num_envs must be >= 1"),
+        (["trainer.resume=/nonexistent/run"], "checkpoint not found"),
+        (["trainer.frames_per_batch=3", "env.num_envs=2"], "not a multiple"),
+        (["device=cuda:7"] if not __import__("torch").cuda.is_available() else [], "CUDA"),
+    ],
+)
+def test_bad_input_is_a_config_error_naming_the_fix(tmp_path, overrides, message):
+    if not overrides:
+        pytest.skip("CUDA present: no bad device to name")
+    with pytest.raises(ConfigError, match=message):
+        build(load_config([*TINY, "logger=none", *overrides]), tmp_path)
+
+
+def test_corrupt_checkpoint_is_a_config_error(tmp_path):
+    bad = tmp_path / "last.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="damaged"):
+        build(load_config([*TINY, "logger=none", f"trainer.resume={bad}"]), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["env=pendulum", "agent=dqn"], "use agent=sac, td3 or ddpg"),
+        (["trainer.resume=nowhere.pt"], "checkpoint not found"),
+        (["trainer.no_such_key=1"], "no_such_key"),
+    ],
+)
+def test_cli_errors_are_one_line_without_traceback(tmp_path, args, fragment):
+    out = train(*TINY, *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert out.returncode != 0
+    assert fragment in out.stderr
+    assert "Traceback" not in out.stderr
+    if "no_such_key" not in args[0]:
+        errors = [line for line in out.stderr.splitlines() if line.startswith("gpurl: error")]
+        assert len(errors) == 1
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_multirun_sweeps_seeds(tmp_path, launcher):
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m",
+        *TINY,
+        "seed=0,1",
+        f"hydra.sweep.dir={sweep}",
+        "hydra.sweep.subdir=s${seed}",
+        "logger=none",
+    ]
+    if launcher == "joblib":
+        args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    out = train(*args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    seeds = sorted(
+        json.loads((sweep / f"s{s}" / "summary.json").read_text())["seed"] for s in (0, 1)
+    )
+    assert seeds == [0, 1]

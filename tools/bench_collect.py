@@ -1,0 +1,114 @@
+"""Frames per second of gpurl's collection path against TorchRL's stock Collector.
+
+Both sides drive the same native env (gpurl's CartPole by default) with the same
+PolicyWrapper (epsilon-greedy over a 2x64 MLP Q-network): gpurl's LeanCollector calls
+the env's lean path; TorchRL's Collector drives EnvBase.step / step_and_maybe_reset.
+The two sides are timed alternately, `--repeats` times each, and the best round of each
+is kept (the least disturbed by other processes). One JSON record per num_envs:
+
+    python tools/bench_collect.py                       # num_envs 1, 64, 1024 on CPU
+    python tools/bench_collect.py --device cuda --num-envs 1024 16384
+    python tools/bench_collect.py --min-ratio 3 --at 64  # exit 1 if gpurl < 3x TorchRL at 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from torchrl.collectors import Collector  # noqa: E402
+from torchrl.envs.utils import ExplorationType  # noqa: E402
+
+from gpurl.envs import make_env  # noqa: E402
+from gpurl.policies import FlatEncoder, LinearSchedule, PolicyWrapper, QNetwork  # noqa: E402
+from gpurl.trainers.collector import LeanCollector  # noqa: E402
+from tools.common import emit, environment_record  # noqa: E402
+
+
+def make_policy(env, device):
+    obs_dim = env.observation_spec["observation"].shape[-1]
+    q = QNetwork(FlatEncoder((obs_dim,)), int(env.action_spec.space.n), (64, 64)).to(device)
+    return PolicyWrapper(q, env.action_spec, epsilon=LinearSchedule(0.1, 0.1, 0)).to(device)
+
+
+def sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_batches(next_batch, batches: int, device) -> float:
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next_batch()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, device):
+    env = make_env({"name": env_name}, device=device, num_envs=num_envs)
+    policy = make_policy(env, device)
+    frames_per_batch = num_envs * steps
+    lean = LeanCollector(env, policy, frames_per_batch)
+    stock = Collector(
+        env,
+        policy,
+        frames_per_batch=frames_per_batch,
+        total_frames=-1,
+        exploration_type=ExplorationType.RANDOM,
+    )
+    stock_iter = iter(stock)
+    lean.rollout(), next(stock_iter)  # warm-up: allocations, lazy init
+    best_lean = best_stock = float("inf")
+    for _ in range(repeats):
+        best_lean = min(best_lean, time_batches(lean.rollout, batches, device))
+        best_stock = min(best_stock, time_batches(lambda: next(stock_iter), batches, device))
+    stock.shutdown()
+    frames = frames_per_batch * batches
+    gpurl_fps, torchrl_fps = frames / best_lean, frames / best_stock
+    return {
+        "tool": "bench_collect",
+        "env": env_name,
+        "num_envs": num_envs,
+        "steps_per_batch": steps,
+        "batches": batches,
+        "repeats": repeats,
+        "gpurl_fps": round(gpurl_fps, 1),
+        "torchrl_fps": round(torchrl_fps, 1),
+        "ratio": round(gpurl_fps / torchrl_fps, 2),
+        **environment_record(device),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--env", default="cartpole", help="a native env name (default cartpole)")
+    p.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 1024])
+    p.add_argument("--steps", type=int, default=32, help="env steps per collected batch")
+    p.add_argument("--batches", type=int, default=10, help="batches per timed round")
+    p.add_argument("--repeats", type=int, default=3, help="timed rounds per side")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--min-ratio", type=float, default=None, help="exit 1 below this ratio")
+    p.add_argument("--at", type=int, default=64, help="num_envs where --min-ratio applies")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    failed = False
+    for n in args.num_envs:
+        record = bench(args.env, n, args.steps, args.batches, args.repeats, args.device)
+        if args.min_ratio is not None and n == args.at:
+            record["min_ratio"] = args.min_ratio
+            record["regression"] = record["ratio"] < args.min_ratio
+            failed |= record["regression"]
+        emit(record)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
