@@ -90,16 +90,17 @@ class PolicyWrapper(TensorDictModuleBase):
 
     # -- acting ---------------------------------------------------------------------------
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        obs = tensordict.get(self.obs_key)
         mask = tensordict.get(self.mask_key) if self.mask_key else None
-        explore = exploring()
-        with torch.no_grad():
-            if self.discrete:
-                action = self._discrete(obs, mask, explore)
-            else:
-                action = self.scale(self._continuous(obs, explore))
-        tensordict.set(self.action_key, action)
+        tensordict.set(self.action_key, self.act(tensordict.get(self.obs_key), mask))
         return tensordict
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The env action for a batch of observations: the tensor path under forward()."""
+        explore = exploring()
+        if self.discrete:
+            return self._discrete(obs, mask, explore)
+        return self.scale(self._continuous(obs, explore))
 
     def _epsilon(self) -> torch.Tensor:
         eps = self.epsilon(self.step)

@@ -35,16 +35,25 @@ class LeanCollector:
         """Collect one batch [num_envs, steps] from where the last one stopped."""
         if self.obs is None:
             self.obs = self.env.lean_reset()
-        steps = []
-        with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+        policy = self.policy
+        obs_key, mask_key = policy.obs_key, policy.mask_key
+        observations, actions, nexts = [], [], []
+        # Per step: one policy call on tensors, one lean env step; the TensorDict for the
+        # batch is assembled once at the end by stacking along time.
+        with set_exploration_type(ExplorationType.RANDOM):
             obs = self.obs
             for _ in range(self.steps):
-                td = self.policy(obs)
-                nxt, obs = self.env.lean_step(td["action"])
-                td["next"] = nxt
-                steps.append(td)
+                action = policy.act(obs.get(obs_key), obs.get(mask_key) if mask_key else None)
+                nxt, next_obs = self.env.lean_step(action)
+                observations.append(obs)
+                actions.append(action)
+                nexts.append(nxt)
+                obs = next_obs
         self.obs = obs
-        return torch.stack(steps, dim=1)
+        batch = torch.stack(observations, dim=1)
+        batch.set(policy.action_key, torch.stack(actions, dim=1))
+        batch.set("next", torch.stack(nexts, dim=1))
+        return batch
 
     def __iter__(self):
         frames = 0
