@@ -113,10 +113,13 @@ class PolicyWrapper(TensorDictModuleBase):
         greedy = q.argmax(-1)
         if not explore:
             return greedy
-        legal = mask if mask is not None else torch.ones_like(q, dtype=torch.bool)
+        if mask is None:
+            random = torch.randint(self.n_actions, greedy.shape, device=q.device)
+        else:
+            random = uniform_legal_action(mask)
         coin = torch.rand(greedy.shape, device=q.device) < self._epsilon()
         self.step.add_(greedy.numel())
-        return torch.where(coin, uniform_legal_action(legal), greedy)
+        return torch.where(coin, random, greedy)
 
     def _continuous(self, obs, explore):
         if not explore:
