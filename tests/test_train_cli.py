@@ -119,3 +119,18 @@ def test_multirun_sweeps_seeds(tmp_path, launcher):
         json.loads((sweep / f"s{s}" / "summary.json").read_text())["seed"] for s in (0, 1)
     )
     assert seeds == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["env=gym", "env.id=CartPole-v1", "agent=dqn"],
+        ["env=gym", "env.id=Pendulum-v1", "agent=td3"],
+        ["env=pendulum", "agent=sac", "logger=tensorboard"],
+    ],
+)
+def test_gymnasium_tasks_and_tensorboard_train_in_process(tmp_path, overrides):
+    summary = build(load_config([*TINY, *overrides]), tmp_path).train()
+    assert summary["frames"] == 64 and len(summary["eval_history"]) == 2
+    if "logger=tensorboard" in overrides:
+        assert list((tmp_path / "logs").rglob("events.out.tfevents.*"))

@@ -23,7 +23,9 @@ def evaluate(env, policy, max_steps: int | None = None) -> torch.Tensor:
     max_steps = max_steps or env.max_episode_steps
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         if not isinstance(env, NativeEnv):
-            rollout = env.rollout(max_steps, policy, break_when_all_done=True)
+            # Envs that finish early are reset and stepped on (a vector env may not be
+            # stepped past its end); only each env's first episode is counted.
+            rollout = env.rollout(max_steps, policy, break_when_any_done=False)
             return first_episode_returns(rollout)
         obs = env.lean_reset()
         returns = torch.zeros(env.batch_size, device=env.device)

@@ -1,0 +1,80 @@
+import torch
+from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.policies import FlatEncoder, PolicyWrapper, QNetwork
+from gpurl.trainers.collector import LeanCollector
+from gpurl.trainers.evaluation import evaluate, first_episode_returns
+from gpurl.trainers.metrics import EpisodeTracker, MetricSums
+
+
+def rollout(rewards, dones):
+    r = torch.tensor(rewards, dtype=torch.float32).unsqueeze(-1)
+    d = torch.tensor(dones).unsqueeze(-1)
+    return TensorDict({"next": {"reward": r, "done": d}}, batch_size=r.shape[:2])
+
+
+def test_first_episode_returns_stop_at_each_envs_first_done():
+    td = rollout([[1, 2, 3, 4], [1, 1, 1, 1]], [[False, True, False, True], [False] * 4])
+    assert first_episode_returns(td).tolist() == [3.0, 4.0]
+
+
+def test_episode_tracker_counts_finished_episodes_across_batches():
+    tracker = EpisodeTracker(2, "cpu")
+    tracker.update(rollout([[1, 1, 1], [2, 2, 2]], [[False, True, False], [False, False, False]]))
+    tracker.update(rollout([[1, 1, 1], [2, 2, 2]], [[False, False, True], [True, False, False]]))
+    stats = tracker.read()
+    # env 0: episodes of 2 and 4 steps (returns 2, 4); env 1: one of 4 steps (return 8)
+    assert stats == {"episodes": 3.0, "return": 14 / 3, "length": 10 / 3}
+    assert tracker.read() is None  # read resets
+
+
+def test_metric_sums_average_each_key_over_its_own_count():
+    sums = MetricSums()
+    sums.add(TensorDict(loss=torch.tensor(1.0)))
+    sums.add(TensorDict(loss=torch.tensor(3.0), actor=torch.tensor(5.0)))
+    assert sums.read() == {"loss": 2.0, "actor": 5.0}
+    assert sums.read() == {}
+
+
+class PushRight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.tensor([0.0, 1.0]))
+
+    def forward(self, obs):
+        return self.bias.expand(*obs.shape[:-1], 2)
+
+
+def test_evaluate_counts_one_greedy_episode_per_env():
+    env = CartPoleEnv(num_envs=5, seed=3)
+    policy = PolicyWrapper(PushRight(), env.action_spec)
+    returns = evaluate(env, policy)
+    # replay the same starts step by step: pushing right always tips the pole in ~10 steps
+    replay = CartPoleEnv(num_envs=5, seed=3)
+    replay.lean_reset()
+    lengths = torch.zeros(5)
+    alive = torch.ones(5, dtype=torch.bool)
+    for _ in range(500):
+        nxt, _ = replay.lean_step(torch.ones(5, dtype=torch.long))
+        lengths += alive.float()
+        alive &= ~nxt["done"].squeeze(-1)
+    assert torch.equal(returns, lengths) and (returns < 30).all()
+
+
+def test_lean_collector_batches_are_consecutive_transitions():
+    env = CartPoleEnv(num_envs=3)
+    q = QNetwork(FlatEncoder((4,)), 2, (8,))
+    collector = LeanCollector(env, PolicyWrapper(q, env.action_spec), frames_per_batch=12)
+    with set_exploration_type(ExplorationType.RANDOM):
+        first, second = collector.rollout(), collector.rollout()
+    assert first.shape == (3, 4) and first["action"].shape == (3, 4)
+    for batch in (first, second):
+        not_done = ~batch["next", "done"][:, :-1, 0]
+        # the next observation of a step is the observation of the following step
+        # unless the episode ended in between (then the env was reset)
+        same = (batch["next", "observation"][:, :-1] == batch["observation"][:, 1:]).all(-1)
+        assert same[not_done].all()
+    boundary_same = (first["next", "observation"][:, -1] == second["observation"][:, 0]).all(-1)
+    assert boundary_same[~first["next", "done"][:, -1, 0]].all()
