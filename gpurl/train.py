@@ -80,6 +80,46 @@ def _env_label(env_cfg) -> str:
     return f"gym:{env_cfg.id}" if env_cfg.name == "gym" else env_cfg.name
 
 
+GROUPS = ("env", "agent", "trainer", "logger", "experiment")
+
+
+def unknown_override(argv: list[str]) -> str | None:
+    """Name the first `key=value` argument whose key the config lacks, with a suggestion.
+
+    Hydra rejects such keys too, but over several lines and suggesting `+key=value`,
+    which would add a key nothing reads. Group choices, `+`/`~` edits, hydra.* settings
+    and sweeps over groups are left to Hydra.
+    """
+    import difflib
+
+    pairs = [a.split("=", 1) for a in argv if "=" in a and not a.startswith(("-", "+", "~"))]
+    choices = [f"{k}={v}" for k, v in pairs if k in GROUPS]
+    if any("," in c for c in choices):
+        return None
+    keys = [k for k, _ in pairs if k not in GROUPS and "/" not in k and k.split(".")[0] != "hydra"]
+    if not keys:
+        return None
+    try:
+        cfg = load_config(choices)
+    except Exception:  # a bad group choice: Hydra's own message names the options
+        return None
+    known = []
+
+    def walk(node, prefix):
+        for k, v in node.items():
+            known.append(prefix + k)
+            if isinstance(v, DictConfig):
+                walk(v, prefix + k + ".")
+
+    walk(cfg, "")
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see `python -m gpurl.train --cfg job`"
+            return f"unknown config key '{key}': {hint}"
+    return None
+
+
 @hydra.main(config_path="configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
@@ -92,4 +132,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    problem = unknown_override(sys.argv[1:])
+    if problem:
+        print(f"gpurl: error: {problem}", file=sys.stderr)
+        sys.exit(2)
     main()
