@@ -62,6 +62,7 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
         frames_per_batch=frames_per_batch,
         total_frames=-1,
         exploration_type=ExplorationType.RANDOM,
+        auto_register_policy_transforms=False,
     )
     stock_iter = iter(stock)
     lean.rollout(), next(stock_iter)  # warm-up: allocations, lazy init

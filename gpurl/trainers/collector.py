@@ -73,6 +73,7 @@ class TorchRLCollector:
             frames_per_batch=frames_per_batch,
             total_frames=total_frames,
             exploration_type=ExplorationType.RANDOM,
+            auto_register_policy_transforms=False,
         )
         self.frames_per_batch = frames_per_batch
         self._it = None
