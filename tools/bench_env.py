@@ -7,7 +7,8 @@
 What is timed is the lean path, `env.lean_step(action)` (step, then autoreset under a
 mask), which is what gpurl's collector runs, with a fresh random action per step drawn
 on the device from the env's action spec. Warmup steps run first; then the measured
-steps are timed with CUDA events on a GPU (perf_counter on the CPU).
+steps are timed with CUDA events on a GPU (perf_counter on the CPU), --repeats times;
+the figures are those of the median run.
 
 Memory (CUDA only, null on the CPU): max_mem_alloc_before is the peak allocated after
 warmup, max_mem_alloc_after the peak after the measured steps, delta their difference;
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -49,6 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=200, help="measured steps")
     p.add_argument("--warmup", type=int, default=50, help="steps before measuring")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="time the measured steps this many times; figures are the median run",
+    )
     p.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
@@ -110,24 +118,29 @@ def run(args: argparse.Namespace) -> dict:
         probe = 3
         for _ in range(probe):
             nxt, obs = env.lean_step(sample())
+    mem_before = mem_after = None
     if cuda:
         torch.cuda.synchronize(device)
         mem_before = torch.cuda.max_memory_allocated(device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    else:
-        mem_before = None
-        t0 = time.perf_counter()
-    for _ in range(args.steps):
-        nxt, obs = env.lean_step(sample())
+    runs = []
+    for _ in range(args.repeats):
+        if cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            t0 = time.perf_counter()
+        for _ in range(args.steps):
+            nxt, obs = env.lean_step(sample())
+        if cuda:
+            end.record()
+            end.synchronize()
+            runs.append(start.elapsed_time(end) / 1e3)
+        else:
+            runs.append(time.perf_counter() - t0)
+    seconds = statistics.median(runs)
     if cuda:
-        end.record()
-        end.synchronize()
-        seconds = start.elapsed_time(end) / 1e3
         mem_after = torch.cuda.max_memory_allocated(device)
-    else:
-        seconds = time.perf_counter() - t0
-        mem_after = None
     del nxt, obs
     delta = None if mem_before is None else mem_after - mem_before
     return {
@@ -137,6 +150,7 @@ def run(args: argparse.Namespace) -> dict:
             "num_envs": args.num_envs,
             "steps": args.steps,
             "warmup": args.warmup,
+            "repeats": args.repeats,
             "seed": args.seed,
             "force_resets": args.force_resets,
             "env_kw": env_kw,
@@ -150,6 +164,7 @@ def run(args: argparse.Namespace) -> dict:
         "timing": "cuda_events" if cuda else "perf_counter",
         "env_steps_per_sec": args.num_envs * args.steps / seconds,
         "ms_per_step": 1e3 * seconds / args.steps,
+        "ms_per_step_runs": [round(1e3 * r / args.steps, 4) for r in runs],
         "host_reads_per_step": reads.count / probe,
         "max_mem_alloc_before": mem_before,
         "max_mem_alloc_after": mem_after,

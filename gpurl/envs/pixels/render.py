@@ -71,10 +71,11 @@ def render_frames(
     if out is None:
         out = torch.empty((n, SCREEN_H, SCREEN_WORDS), dtype=torch.int64, device=dev)
     if aligned:
-        # One gather straight into the output layout [N, tile row, pixel row, tile col].
-        ids = window.view(n, WINDOW_ROWS, WINDOW_COLS)[:, :-1, :-1].long().unsqueeze(2)
-        pixel_row = torch.arange(TILE, device=dev).view(1, 1, TILE, 1)
-        out.view(n, WINDOW_ROWS - 1, TILE, SCREEN_WORDS).copy_(atlas_words[ids, pixel_row])
+        # Whole tiles only: gather each visible tile's 8 row-words, then one transposing
+        # copy into the output layout [N, tile row, pixel row, tile col].
+        ids = window.view(n, WINDOW_ROWS, WINDOW_COLS)[:, :-1, :-1].reshape(-1).long()
+        rows = atlas_words.index_select(0, ids).view(n, WINDOW_ROWS - 1, SCREEN_WORDS, TILE)
+        out.view(n, WINDOW_ROWS - 1, TILE, SCREEN_WORDS).copy_(rows.transpose(2, 3))
         return _draw_player(out, ink, keep)
     rows = atlas_words.index_select(0, window.view(-1).long())
     rows = rows.view(n, WINDOW_ROWS, WINDOW_COLS, TILE).transpose(2, 3)
