@@ -104,3 +104,17 @@ def test_frame_distance_is_mean_abs_difference_over_three():
         frame_distance(a[:, 0], b[:, 0]), (a[:, 0].float() - b[:, 0]).abs().mean((1, 2)) / 3
     )
     assert (frame_distance(a, a) == 0).all()
+
+
+def test_window_distance_equals_frame_distance_on_the_tile_grid():
+    from gpurl.envs.pixels import PixelsEnv
+
+    env = PixelsEnv(num_envs=32, seed=5, info_mode="full")
+    assert env._aligned
+    env.lean_reset()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(6):
+        nxt, _ = env.lean_step(torch.randint(0, 8, (32,), generator=gen))
+        by_pixels = frame_distance(nxt["pixels"][:, -1], env.goal_frame)
+        assert torch.allclose(nxt["info", "dist"].squeeze(-1), by_pixels, atol=1e-7)
+    assert (by_pixels > 0).any()

@@ -13,6 +13,8 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.pixels.atlas import (
+    PLAYER_SCREEN_X,
+    PLAYER_SCREEN_Y,
     SCREEN_H,
     SCREEN_W,
     TILE,
@@ -23,13 +25,15 @@ from gpurl.envs.pixels.atlas import (
 )
 from gpurl.envs.pixels.frame_stack import RESTORE_MODES, FrameStack
 from gpurl.envs.pixels.movement import blocking_map, move_player
-from gpurl.envs.pixels.render import render_frames, sprite_words
+from gpurl.envs.pixels.render import render_frames, sprite_words, tile_window
 from gpurl.envs.pixels.reset_cache import ResetCache
 from gpurl.envs.pixels.reward import (
     frame_distance,
     goal_template_reward,
     reach_reward,
     tile_distance,
+    tile_pair_tables,
+    window_distance,
 )
 from gpurl.envs.pixels.worldgen import generate_worlds
 from gpurl.errors import ConfigError
@@ -107,6 +111,8 @@ class PixelsEnv(NativeEnv):
         self.goal_pos = worlds.goal
         self._atlas_words = as_words(tile_atlas(dev)).view(-1, TILE)
         self._ink, self._keep = sprite_words(*player_sprite(dev))
+        self._pair_tables = tile_pair_tables(tile_atlas(dev), *player_sprite(dev))
+        self._goal_window = self._visible_tiles(worlds.goal)
         start_frame = self._render(worlds.start)
         self.goal_frame = as_pixels(self._render(worlds.goal))  # uint8 [N, 72, 80]
         start_stack = as_pixels(start_frame).unsqueeze(1).expand(n, self.stack_k, -1, -1)
@@ -141,12 +147,20 @@ class PixelsEnv(NativeEnv):
             self.tiles, pos, self._atlas_words, self._ink, self._keep, out, self._aligned
         )
 
+    def _visible_tiles(self, pos: torch.Tensor) -> torch.Tensor:
+        """int64 [N, 9, 10]: the screen's tiles, for a camera on the tile grid."""
+        return tile_window(self.tiles, pos)[0][:, :-1, :-1].long()
+
     def _metric(self, stack: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """The distance the reward uses: frame distance to the goal frame, or tiles."""
         if self.reward_kind == "reach":
             return tile_distance(pos, self.goal_pos)
         if self.goal_stack:
             return frame_distance(stack, self.goal_frame.unsqueeze(1))
+        if self._aligned:  # whole-tile frames: the same number from 90 table lookups
+            player_tile = (PLAYER_SCREEN_Y // TILE, PLAYER_SCREEN_X // TILE)
+            window = self._visible_tiles(pos)
+            return window_distance(window, self._goal_window, *self._pair_tables, player_tile)
         return frame_distance(stack[:, -1], self.goal_frame)
 
     # -- NativeEnv --------------------------------------------------------------------

@@ -44,6 +44,20 @@ def sprite_words(shades: torch.Tensor, opaque: torch.Tensor) -> tuple[torch.Tens
     return ink, keep
 
 
+def tile_window(tiles: torch.Tensor, pos: torch.Tensor):
+    """(window uint8 [N, 10, 11], oy [N], ox [N]): the tile ids under the camera (one more
+    row and column than the screen, for sub-tile offsets) and the camera's pixel offset
+    inside its top-left tile."""
+    n, _, wp = tiles.shape
+    cam = camera_origin(pos)
+    cy, cx = cam[:, 0], cam[:, 1]
+    ty, tx = cy >> 3, cx >> 3
+    rows = ty.view(n, 1, 1) + torch.arange(WINDOW_ROWS, device=tiles.device).view(1, -1, 1)
+    cols = tx.view(n, 1, 1) + torch.arange(WINDOW_COLS, device=tiles.device).view(1, 1, -1)
+    window = tiles.view(n, -1).gather(1, (rows * wp + cols).view(n, -1))
+    return window.view(n, WINDOW_ROWS, WINDOW_COLS), cy & 7, cx & 7
+
+
 def render_frames(
     tiles: torch.Tensor,
     pos: torch.Tensor,
@@ -60,20 +74,15 @@ def render_frames(
     aligned: the caller knows every position is a multiple of 8 (a static property of the
     movement settings, so no device read decides it): skip the sub-tile shifts.
     """
-    n, _, wp = tiles.shape
+    n = tiles.shape[0]
     dev = tiles.device
-    cam = camera_origin(pos)
-    cy, cx = cam[:, 0], cam[:, 1]
-    ty, oy, tx, ox = cy >> 3, cy & 7, cx >> 3, cx & 7
-    win_rows = ty.view(n, 1, 1) + torch.arange(WINDOW_ROWS, device=dev).view(1, -1, 1)
-    win_cols = tx.view(n, 1, 1) + torch.arange(WINDOW_COLS, device=dev).view(1, 1, -1)
-    window = tiles.view(n, -1).gather(1, (win_rows * wp + win_cols).view(n, -1))
+    window, oy, ox = tile_window(tiles, pos)
     if out is None:
         out = torch.empty((n, SCREEN_H, SCREEN_WORDS), dtype=torch.int64, device=dev)
     if aligned:
         # Whole tiles only: gather each visible tile's 8 row-words, then one transposing
         # copy into the output layout [N, tile row, pixel row, tile col].
-        ids = window.view(n, WINDOW_ROWS, WINDOW_COLS)[:, :-1, :-1].reshape(-1).long()
+        ids = window[:, :-1, :-1].reshape(-1).long()
         rows = atlas_words.index_select(0, ids).view(n, WINDOW_ROWS - 1, SCREEN_WORDS, TILE)
         out.view(n, WINDOW_ROWS - 1, TILE, SCREEN_WORDS).copy_(rows.transpose(2, 3))
         return _draw_player(out, ink, keep)
