@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> dict:
     if cuda:
         torch.cuda.synchronize(device)
         mem_before = torch.cuda.max_memory_allocated(device)
-    runs = []
+    runs, cpu_runs = [], []
     for _ in range(args.repeats):
+        c0 = time.process_time()
         if cuda:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> dict:
             runs.append(start.elapsed_time(end) / 1e3)
         else:
             runs.append(time.perf_counter() - t0)
+        cpu_runs.append(time.process_time() - c0)
     seconds = statistics.median(runs)
     if cuda:
         mem_after = torch.cuda.max_memory_allocated(device)
@@ -165,6 +167,9 @@ def run(args: argparse.Namespace) -> dict:
         "env_steps_per_sec": args.num_envs * args.steps / seconds,
         "ms_per_step": 1e3 * seconds / args.steps,
         "ms_per_step_runs": [round(1e3 * r / args.steps, 4) for r in runs],
+        # CPU time this process spent per step (median run): on a shared machine, less
+        # sensitive than wall time to being descheduled; with --threads 1 it is the work
+        "cpu_ms_per_step": 1e3 * statistics.median(cpu_runs) / args.steps,
         "host_reads_per_step": reads.count / probe,
         "max_mem_alloc_before": mem_before,
         "max_mem_alloc_after": mem_after,

@@ -237,3 +237,16 @@ def test_cuda_peak_memory_is_flat_after_warmup():
         nxt, obs = env.lean_step(action.random_(0, 8))
     torch.cuda.synchronize()
     assert torch.cuda.max_memory_allocated() == before
+
+
+def test_hydra_config_builds_the_env():
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    import gpurl
+
+    cfg = OmegaConf.load(Path(gpurl.__file__).parent / "configs" / "env" / "pixels.yaml")
+    env = make_env(OmegaConf.to_container(cfg), num_envs=2)
+    assert isinstance(env, PixelsEnv) and env.batch_size == (2,)
+    assert env.max_episode_steps == cfg.max_steps and env.info_mode == cfg.info_mode
