@@ -250,3 +250,18 @@ def test_hydra_config_builds_the_env():
     env = make_env(OmegaConf.to_container(cfg), num_envs=2)
     assert isinstance(env, PixelsEnv) and env.batch_size == (2,)
     assert env.max_episode_steps == cfg.max_steps and env.info_mode == cfg.info_mode
+
+
+@requires_cuda
+def test_cuda_step_never_syncs():
+    env = PixelsEnv(num_envs=64, device="cuda", stack_k=2, max_steps=5, info_mode="full")
+    env.lean_reset()
+    action = torch.zeros(64, dtype=torch.int64, device="cuda")
+    env.lean_step(action)  # first call builds the per-device constants
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(10):
+            nxt, obs = env.lean_step(action.random_(0, 8))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)

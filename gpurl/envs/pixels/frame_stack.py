@@ -39,12 +39,16 @@ class FrameStack:
         )
         self.age = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.head = 0
+        self._newest_fresh = False
 
     def next_slot(self) -> torch.Tensor:
         """Advance the head; return the slot view [N, 72, 10] the new frame is rendered into."""
         self.head = (self.head + 1) % self.k
         if self.restore == "lazy":
             self.age = torch.clamp_max(self.age + 1, self.k)
+        # Until the next reset every env's newest slot holds its own frame: the
+        # observation can copy that slot without the start-frame select.
+        self._newest_fresh = True
         return self.ring[:, self.head]
 
     def newest(self) -> torch.Tensor:
@@ -54,6 +58,7 @@ class FrameStack:
         """Start over where mask [N] is set; start: int64 [N, 72, 10] each env's first frame."""
         if self.restore == "lazy":
             self.age = torch.where(mask, 0, self.age)
+            self._newest_fresh = False
             return
         if self.restore == "host_skip" and not mask.any():
             return
@@ -68,6 +73,10 @@ class FrameStack:
         out = torch.empty_like(self.ring)
         for j in range(self.k):  # over stack depth, not envs: K kernels, one pass in all
             back = self.k - 1 - j
+            slot = self.ring[:, (self.head - back) % self.k]
+            if back == 0 and self._newest_fresh:
+                out[:, j].copy_(slot)
+                continue
             fresh = (self.age > back).view(-1, 1, 1)
-            torch.where(fresh, self.ring[:, (self.head - back) % self.k], start, out=out[:, j])
+            torch.where(fresh, slot, start, out=out[:, j])
         return out

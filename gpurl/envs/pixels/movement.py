@@ -13,6 +13,8 @@ of the rule, and the tests hold the two equal.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from gpurl.envs.pixels.atlas import BLOCKING, TILE
@@ -32,12 +34,16 @@ def blocking_map(tiles: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@functools.cache
+def _direction_table(device: torch.device) -> torch.Tensor:
+    # built once per device: no host-to-device copy in the step
+    return torch.tensor([_DY, _DX], device=device)
+
+
 def action_directions(action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(dy, dx) int64 [N] in {-1, 0, 1} for actions [N]."""
-    dy = torch.tensor(_DY, device=action.device)
-    dx = torch.tensor(_DX, device=action.device)
-    a = action.long()
-    return dy[a], dx[a]
+    dy, dx = _direction_table(action.device).index_select(1, action.long().reshape(-1))
+    return dy, dx
 
 
 def _padded(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

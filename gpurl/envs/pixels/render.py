@@ -31,10 +31,8 @@ WINDOW_COLS = SCREEN_W // TILE + 1
 
 def camera_origin(pos: torch.Tensor) -> torch.Tensor:
     """Top-left pixel (y, x) of the camera in padded-map coordinates, for player pixels [N, 2]."""
-    shift = torch.tensor(
-        [PAD_TOP * TILE - PLAYER_SCREEN_Y, PAD_LEFT * TILE - PLAYER_SCREEN_X], device=pos.device
-    )
-    return pos + shift
+    dy, dx = PAD_TOP * TILE - PLAYER_SCREEN_Y, PAD_LEFT * TILE - PLAYER_SCREEN_X
+    return torch.stack((pos[:, 0] + dy, pos[:, 1] + dx), -1)
 
 
 def sprite_words(shades: torch.Tensor, opaque: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
