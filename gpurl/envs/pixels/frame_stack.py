@@ -14,7 +14,8 @@ Resets (restore modes, measured in docs/BENCHMARKS.md):
 - "lazy" (default): a reset only zeroes the env's age (frames rendered since its reset);
   `observation()` shows the env's start frame in every slot older than its age. The
   frames are never rewritten on reset, so no full-stack kernel runs whether or not any
-  env resets, and no host read decides anything.
+  env resets, and no host read decides anything. (Right after a step every env's
+  newest slot is its own frame, so that slot is copied without the select.)
 - "masked": a reset writes the start frame into every slot of the masked envs with one
   torch.where over the whole ring (a full-state kernel every step).
 - "host_skip": "masked", skipped when `mask.any()` is False. That is a host read (a
@@ -49,9 +50,6 @@ class FrameStack:
         # Until the next reset every env's newest slot holds its own frame: the
         # observation can copy that slot without the start-frame select.
         self._newest_fresh = True
-        return self.ring[:, self.head]
-
-    def newest(self) -> torch.Tensor:
         return self.ring[:, self.head]
 
     def reset_where(self, mask: torch.Tensor, start: torch.Tensor) -> None:
