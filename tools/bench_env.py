@@ -2,7 +2,8 @@
 
     python tools/bench_env.py pixels --num-envs 4096 --steps 200
     python tools/bench_env.py pixels --device cuda --num-envs 16384 --max-mem-delta 0
-    python tools/bench_env.py cartpole --num-envs 1024 --env-kw max_steps=100
+    python tools/bench_env.py pixels --env-kw stack_k=4 --env-kw restore=masked --force-resets
+    python tools/bench_env.py cartpole --num-envs 1024 --threads 1
 
 What is timed is the lean path, `env.lean_step(action)` (step, then autoreset under a
 mask), which is what gpurl's collector runs, with a fresh random action per step drawn
@@ -14,7 +15,8 @@ Memory (CUDA only, null on the CPU): max_mem_alloc_before is the peak allocated 
 warmup, max_mem_alloc_after the peak after the measured steps, delta their difference;
 --max-mem-delta BYTES exits 1 when the delta exceeds BYTES. --force-resets sets the env's
 `force_reset` flag, so every step ends every episode and runs the reset path.
-host_reads_per_step counts host reads of tensor data during the probe steps (should be 0).
+host_reads_per_step counts host reads of tensor data during the probe steps (should be 0);
+cpu_ms_per_step is this process's CPU time per step (on the GPU: host-side time).
 """
 
 from __future__ import annotations

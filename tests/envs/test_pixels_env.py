@@ -53,7 +53,7 @@ def test_frame_stack_matches_a_plain_reference_through_resets(k, restore):
     assert torch.equal(obs["pixels"], ref)
     gen = torch.Generator().manual_seed(k)
     resets = 0
-    for t in range(24):
+    for t in range(18):
         action = torch.randint(0, 8, (n,), generator=gen)
         # where the player ends up before any autoreset (movement has its own tests)
         frame = _frames_at(env, move_player(env.pos, action, env.blocked, env.held_frames))
