@@ -9,7 +9,7 @@ from gpurl.envs import make_env
 from gpurl.envs.pixels import PixelsEnv
 from gpurl.envs.pixels.atlas import player_sprite, tile_atlas
 from gpurl.envs.pixels.movement import NOOP, move_player
-from gpurl.envs.pixels.render import render_reference
+from gpurl.envs.pixels.render import render_reference, world_image
 from gpurl.errors import ConfigError
 from gpurl.utils.host_reads import count_host_reads
 from tests.conftest import requires_cuda
@@ -32,13 +32,12 @@ def test_specs_pass_and_shapes(kw):
     assert td["pixels"].max() <= 3 and env.action_spec.n == 8
 
 
-def _frames_at(env, pos):
+def _frames_at(env, pos, world=None):
     shades, opaque = player_sprite()
-    return render_reference(env.tiles, pos, tile_atlas(), shades, opaque)
+    return render_reference(env.tiles, pos, tile_atlas(), shades, opaque, world)
 
 
 def _start_frames(env):
-    shades, opaque = player_sprite()
     return _frames_at(env, env.cache["pos"])
 
 
@@ -48,6 +47,7 @@ def test_frame_stack_matches_a_plain_reference_through_resets(k, restore):
     env = PixelsEnv(num_envs=n, seed=3, stack_k=k, restore=restore, max_steps=7)
     one = PixelsEnv(num_envs=n, seed=3, stack_k=1, max_steps=7)  # the k = 1 fast path
     start = _start_frames(env).unsqueeze(1)
+    world = world_image(env.tiles, tile_atlas())
     ref = start.repeat(1, k, 1, 1)  # the obvious stack: shift left, append
     obs, obs1 = env.lean_reset(), one.lean_reset()
     assert torch.equal(obs["pixels"], ref)
@@ -56,7 +56,8 @@ def test_frame_stack_matches_a_plain_reference_through_resets(k, restore):
     for t in range(18):
         action = torch.randint(0, 8, (n,), generator=gen)
         # where the player ends up before any autoreset (movement has its own tests)
-        frame = _frames_at(env, move_player(env.pos, action, env.blocked, env.held_frames))
+        moved = move_player(env.pos, action, env.blocked, env.held_frames)
+        frame = _frames_at(env, moved, world)
         nxt, obs = env.lean_step(action)
         nxt1, obs1 = one.lean_step(action)
         ref = torch.cat((ref[:, 1:], frame.unsqueeze(1)), 1)

@@ -106,19 +106,28 @@ def _draw_player(out: torch.Tensor, ink: torch.Tensor, keep: torch.Tensor) -> to
     return out
 
 
+def world_image(tiles: torch.Tensor, atlas: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, Hp * 8, Wp * 8]: the whole padded map in pixels (for tests and tools)."""
+    n, hp, wp = tiles.shape
+    return atlas[tiles.long()].permute(0, 1, 3, 2, 4).reshape(n, hp * TILE, wp * TILE)
+
+
 def render_reference(
     tiles: torch.Tensor,
     pos: torch.Tensor,
     atlas: torch.Tensor,
     shades: torch.Tensor,
     opaque: torch.Tensor,
+    world: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """uint8 [N, 72, 80], pixel by pixel from the whole padded map (slow; for tests)."""
-    n, hp, wp = tiles.shape
-    world = atlas[tiles.long()].permute(0, 1, 3, 2, 4).reshape(n, hp * TILE, wp * TILE)
+    """uint8 [N, 72, 80], pixel by pixel from the whole padded map (slow; for tests).
+
+    world: world_image(tiles, atlas), when the caller has it already.
+    """
+    world = world_image(tiles, atlas) if world is None else world
     cam = camera_origin(pos)
     frames = []
-    for i in range(n):
+    for i in range(tiles.shape[0]):
         y, x = (int(v) for v in cam[i])
         frame = world[i, y : y + SCREEN_H, x : x + SCREEN_W].clone()
         py, px = PLAYER_SCREEN_Y, PLAYER_SCREEN_X
