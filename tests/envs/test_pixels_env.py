@@ -266,3 +266,23 @@ def test_cuda_step_never_syncs():
             nxt, obs = env.lean_step(action.random_(0, 8))
     finally:
         torch.cuda.set_sync_debug_mode(0)
+
+
+@pytest.mark.parametrize("kw", [{"stack_k": 2, "goal_stack": True}, {"release_after_frames": 5}])
+def test_goal_distance_is_the_pixel_distance_to_the_goal_template(kw):
+    from gpurl.envs.pixels.reward import frame_distance
+
+    env = PixelsEnv(num_envs=8, seed=2, info_mode="full", **kw)
+    env.lean_reset()
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        nxt, _ = env.lean_step(torch.randint(0, 8, (8,), generator=gen))
+        pixels = nxt["pixels"]
+        if env.goal_stack:
+            goal = env.goal_frame.unsqueeze(1).expand_as(pixels)
+        else:
+            pixels, goal = pixels[:, -1], env.goal_frame
+        expected = (pixels.float() - goal.float()).abs().flatten(1).mean(1) / 3
+        assert torch.allclose(nxt["info", "dist"].squeeze(-1), expected, atol=1e-6)
+        assert torch.allclose(frame_distance(pixels, goal), expected, atol=1e-6)
+    assert not env._aligned or env.goal_stack
