@@ -7,7 +7,14 @@ little-endian device one row of 8 pixels is one int64 word whose byte k is pixel
 
 from __future__ import annotations
 
+import sys
+
 import torch
+
+if sys.byteorder != "little":  # packed rows put pixel k in byte k of a word
+    raise ImportError(
+        "env=pixels packs pixels into little-endian words: big-endian hosts unsupported"
+    )
 
 TILE = 8
 SCREEN_H = 72
