@@ -41,11 +41,11 @@ def _start_frames(env):
     return _frames_at(env, env.cache["pos"])
 
 
-@pytest.mark.parametrize("k,restore", [(1, "lazy"), (1, "masked"), (4, "lazy"), (4, "masked")])
+@pytest.mark.parametrize("k,restore", [(1, "lazy"), (4, "lazy"), (4, "masked")])
 def test_frame_stack_matches_a_plain_reference_through_resets(k, restore):
     n = 6
-    env = PixelsEnv(num_envs=n, seed=3, stack_k=k, restore=restore, max_steps=7)
-    one = PixelsEnv(num_envs=n, seed=3, stack_k=1, max_steps=7)  # the k = 1 fast path
+    env = PixelsEnv(num_envs=n, seed=3, stack_k=k, restore=restore, max_steps=5)
+    one = PixelsEnv(num_envs=n, seed=3, stack_k=1, max_steps=5)  # the k = 1 fast path
     start = _start_frames(env).unsqueeze(1)
     world = world_image(env.tiles, tile_atlas())
     ref = start.repeat(1, k, 1, 1)  # the obvious stack: shift left, append
@@ -53,7 +53,7 @@ def test_frame_stack_matches_a_plain_reference_through_resets(k, restore):
     assert torch.equal(obs["pixels"], ref)
     gen = torch.Generator().manual_seed(k)
     resets = 0
-    for t in range(18):
+    for t in range(14):
         action = torch.randint(0, 8, (n,), generator=gen)
         # where the player ends up before any autoreset (movement has its own tests)
         moved = move_player(env.pos, action, env.blocked, env.held_frames)
@@ -77,7 +77,7 @@ def test_frame_stack_matches_a_plain_reference_through_resets(k, restore):
             assert torch.equal(out["pixels"][mask.view(n)], ref[mask.view(n)])
             assert torch.equal(env._observation()["pixels"], ref)
         resets += int(nxt["done"].sum())
-    assert resets >= n  # every env went through at least one autoreset (max_steps=7)
+    assert resets >= 2 * n  # every env went through autoresets (max_steps=5)
 
 
 def test_returned_observations_are_never_mutated_later():
