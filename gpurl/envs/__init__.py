@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.cartpole import CartPoleEnv
 from gpurl.envs.pendulum import PendulumEnv
+from gpurl.envs.pixels import PixelsEnv
 from gpurl.errors import ConfigError
 
 NATIVE_ENVS: dict[str, type[NativeEnv]] = {
     "cartpole": CartPoleEnv,
     "pendulum": PendulumEnv,
+    "pixels": PixelsEnv,
 }
 
 # Keys of an env config that the factory consumes itself.

@@ -36,6 +36,9 @@ def fast_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
 class NativeEnv(EnvBase):
     #: episode length at which `truncated` is set; evaluation runs at most this many steps
     max_episode_steps: int
+    #: benchmark knob (tools/bench_env.py --force-resets): when True, every step ends every
+    #: episode (reported as truncated), so every step runs the env's reset path
+    force_reset: bool = False
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", seed: int = 0):
         if int(num_envs) < 1:
@@ -93,8 +96,14 @@ class NativeEnv(EnvBase):
         out.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
         return out
 
+    def _advance_forced(self, action: torch.Tensor):
+        reward, terminated, truncated = self._advance(action)
+        if self.force_reset:  # a Python flag: no device read
+            truncated = torch.ones_like(truncated)
+        return reward, terminated, truncated
+
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        reward, terminated, truncated = self._advance(tensordict.get("action"))
+        reward, terminated, truncated = self._advance_forced(tensordict.get("action"))
         out = self._observation_td()
         out.update(
             {
@@ -124,7 +133,7 @@ class NativeEnv(EnvBase):
         entries; `obs` is the observation to act on at the following step, already
         reset where the episode ended.
         """
-        reward, terminated, truncated = self._advance(action)
+        reward, terminated, truncated = self._advance_forced(action)
         done = terminated | truncated
         nxt = self._observation()
         nxt.update(reward=reward, done=done, terminated=terminated, truncated=truncated)

@@ -1,0 +1,224 @@
+"""PixelsEnv: the TorchRL shell over the tile-world core (worldgen, render, movement, reward).
+
+Batch [num_envs] on CPU or CUDA. Observation "pixels" uint8 [N, stack_k, 72, 80] in
+shades 0..3; 8 discrete actions (NOOP, A, B, START, UP, DOWN, LEFT, RIGHT). Each env has
+its own world (seed + env index) and always restarts from the same start state (the
+reset cache). See docs/envs/pixels.md for options and the reward forms.
+"""
+
+from __future__ import annotations
+
+import torch
+from torchrl.data import Bounded, Categorical, Composite, Unbounded
+
+from gpurl.envs.base import NativeEnv
+from gpurl.envs.pixels.atlas import (
+    PLAYER_SCREEN_X,
+    PLAYER_SCREEN_Y,
+    SCREEN_H,
+    SCREEN_W,
+    TILE,
+    as_pixels,
+    as_words,
+    player_sprite,
+    tile_atlas,
+)
+from gpurl.envs.pixels.frame_stack import RESTORE_MODES, FrameStack
+from gpurl.envs.pixels.movement import blocking_map, move_player
+from gpurl.envs.pixels.render import render_frames, sprite_words, tile_window
+from gpurl.envs.pixels.reset_cache import ResetCache
+from gpurl.envs.pixels.reward import (
+    frame_distance,
+    goal_template_reward,
+    reach_reward,
+    tile_distance,
+    tile_pair_tables,
+    window_distance,
+)
+from gpurl.envs.pixels.worldgen import generate_worlds
+from gpurl.errors import ConfigError
+
+REWARDS = ("goal", "reach")
+INFO_MODES = ("full", "stats", "none")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+class PixelsEnv(NativeEnv):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        seed: int = 0,
+        *,
+        map_height: int = 16,
+        map_width: int = 16,
+        wall_prob: float = 0.25,
+        frames_per_step: int = 24,
+        release_after_frames: int = 8,
+        stack_k: int = 1,
+        reward: str = "goal",
+        step_cost: float = -0.01,
+        alpha: float = 1.0,
+        goal_bonus: float = 10.0,
+        tau: float = 0.05,
+        k_consecutive: int = 4,
+        goal_stack: bool = False,
+        shaping: float = 0.0,
+        max_steps: int = 512,
+        info_mode: str = "stats",
+        restore: str = "lazy",
+    ):
+        _check(int(stack_k) >= 1, f"stack_k must be >= 1, got {stack_k}: set env.stack_k=1")
+        _check(
+            int(frames_per_step) >= 1 and int(release_after_frames) >= 0,
+            "frames_per_step must be >= 1 and release_after_frames >= 0: "
+            f"got {frames_per_step} and {release_after_frames}",
+        )
+        _check(
+            map_height >= 4 and map_width >= 4,
+            f"map size must be at least 4 x 4 tiles, got {map_height} x {map_width}",
+        )
+        _check(0.0 <= wall_prob < 1.0, f"wall_prob must be in [0, 1), got {wall_prob}")
+        _check(reward in REWARDS, f"reward must be one of {REWARDS}, got '{reward}'")
+        _check(info_mode in INFO_MODES, f"info_mode must be one of {INFO_MODES}, got '{info_mode}'")
+        _check(restore in RESTORE_MODES, f"restore must be one of {RESTORE_MODES}, got '{restore}'")
+        _check(int(max_steps) >= 1, f"max_steps must be >= 1, got {max_steps}")
+        _check(int(k_consecutive) >= 1, f"k_consecutive must be >= 1, got {k_consecutive}")
+        super().__init__(num_envs, device, seed)
+        self.max_episode_steps = int(max_steps)
+        self.stack_k = int(stack_k)
+        self.held_frames = min(int(release_after_frames), int(frames_per_step))
+        # Starts are tile-aligned and walls stop the player on tile edges, so whole-tile
+        # moves keep every position aligned: a static fact that lets the renderer skip
+        # the sub-tile shifts without looking at the data.
+        self._aligned = self.held_frames % TILE == 0
+        self.reward_kind = reward
+        self.info_mode = info_mode
+        self.goal_stack = bool(goal_stack)
+        self._reward_args = dict(step_cost=step_cost, goal_bonus=goal_bonus)
+        self._goal_args = dict(alpha=alpha, tau=tau, k_consecutive=int(k_consecutive))
+        self._shaping = shaping
+
+        n, dev = self.num_envs, self.device
+        world_seeds = int(seed) + torch.arange(n, dtype=torch.int64, device=dev)
+        worlds = generate_worlds(world_seeds, int(map_height), int(map_width), float(wall_prob))
+        self.tiles = worlds.tiles
+        self.blocked = blocking_map(worlds.tiles)
+        self.goal_pos = worlds.goal
+        self._atlas_words = as_words(tile_atlas(dev)).view(-1, TILE)
+        self._ink, self._keep = sprite_words(*player_sprite(dev))
+        self._pair_tables = tile_pair_tables(tile_atlas(dev), *player_sprite(dev))
+        self._goal_window = self._visible_tiles(worlds.goal)
+        start_frame = self._render(worlds.start)
+        self.goal_frame = as_pixels(self._render(worlds.goal))  # uint8 [N, 72, 80]
+        start_stack = as_pixels(start_frame).unsqueeze(1).expand(n, self.stack_k, -1, -1)
+        start_metric = self._metric(start_stack, worlds.start)
+        self.cache = ResetCache(pos=worlds.start, frame=start_frame, metric=start_metric)
+
+        self.stack = FrameStack(n, self.stack_k, dev, restore)
+        self.pos = worlds.start.clone()
+        self.metric = start_metric.clone()
+        self.steps = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.counter = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.first = torch.ones(n, dtype=torch.bool, device=dev)
+        self.stats: dict[str, torch.Tensor] = {}
+        self._obs: torch.Tensor | None = None
+
+        b = self.batch_size
+        shape = (*b, self.stack_k, SCREEN_H, SCREEN_W)
+        obs = {"pixels": Bounded(0, 3, shape=shape, dtype=torch.uint8, device=dev)}
+        if info_mode == "full":
+            obs["info"] = Composite(
+                dist=Unbounded((*b, 1), device=dev),
+                reset_mask=Categorical(2, (*b, 1), dtype=torch.bool, device=dev),
+                shape=b,
+                device=dev,
+            )
+        self._set_specs(obs, Categorical(8, shape=b, device=dev))
+        self._reset_where(torch.ones(n, dtype=torch.bool, device=dev))
+
+    # -- core pieces ------------------------------------------------------------------
+    def _render(self, pos: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return render_frames(
+            self.tiles, pos, self._atlas_words, self._ink, self._keep, out, self._aligned
+        )
+
+    def _visible_tiles(self, pos: torch.Tensor) -> torch.Tensor:
+        """int64 [N, 9, 10]: the screen's tiles, for a camera on the tile grid."""
+        return tile_window(self.tiles, pos)[0][:, :-1, :-1].long()
+
+    def _metric(self, stack: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """The distance the reward uses: frame distance to the goal frame, or tiles."""
+        if self.reward_kind == "reach":
+            return tile_distance(pos, self.goal_pos)
+        if self.goal_stack:
+            return frame_distance(stack, self.goal_frame.unsqueeze(1))
+        if self._aligned:  # whole-tile frames: the same number from 90 table lookups
+            player_tile = (PLAYER_SCREEN_Y // TILE, PLAYER_SCREEN_X // TILE)
+            window = self._visible_tiles(pos)
+            return window_distance(window, self._goal_window, *self._pair_tables, player_tile)
+        return frame_distance(stack[:, -1], self.goal_frame)
+
+    # -- NativeEnv --------------------------------------------------------------------
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        restored = self.cache.restore(mask, pos=self.pos, metric=self.metric)
+        self.pos, self.metric = restored["pos"], restored["metric"]
+        self.steps = torch.where(mask, 0, self.steps)
+        self.counter = torch.where(mask, 0, self.counter)
+        self.first = mask
+        self.stack.reset_where(mask, self.cache["frame"])
+        self._obs = None
+
+    def _advance(self, action: torch.Tensor):
+        self.pos = move_player(
+            self.pos, action.reshape(self.num_envs), self.blocked, self.held_frames
+        )
+        self._render(self.pos, out=self.stack.next_slot())
+        self._obs = self.stack.observation(self.cache["frame"])
+        dist = self._metric(as_pixels(self._obs), self.pos)
+        if self.reward_kind == "goal":
+            reward, self.counter, terminated = goal_template_reward(
+                dist, self.metric, self.counter, **self._reward_args, **self._goal_args
+            )
+        else:
+            reward, _, terminated = reach_reward(
+                self.pos, self.goal_pos, self.metric, shaping=self._shaping, **self._reward_args
+            )
+        self.metric = dist
+        self.steps = self.steps + 1
+        truncated = (self.steps >= self.max_episode_steps) & ~terminated
+        self.first = torch.zeros_like(terminated)
+        if self.info_mode == "stats":
+            self._update_stats(dist, terminated, truncated)
+        return reward.unsqueeze(-1), terminated.unsqueeze(-1), truncated.unsqueeze(-1)
+
+    def _observation(self) -> dict:
+        if self._obs is None:
+            self._obs = self.stack.observation(self.cache["frame"])
+        out: dict = {"pixels": as_pixels(self._obs)}
+        if self.info_mode == "full":
+            out["info"] = {
+                "dist": self.metric.unsqueeze(-1),
+                "reset_mask": self.first.unsqueeze(-1),
+            }
+        return out
+
+    # -- info_mode "stats" ----------------------------------------------------------------
+    def _update_stats(self, dist, terminated, truncated) -> None:
+        """Aggregates as device tensors; the host reads them only when it logs."""
+        zero = torch.zeros((), dtype=torch.int64, device=self.device)
+        goals = terminated.sum()
+        ends = (terminated | truncated).sum()
+        self.stats = {
+            "dist_mean": dist.mean(),
+            "dist_min": dist.amin(),
+            "dist_max": dist.amax(),
+            "goals": goals,
+            "episodes_done": ends,
+            "total_goals": self.stats.get("total_goals", zero) + goals,
+            "total_episodes": self.stats.get("total_episodes", zero) + ends,
+        }
