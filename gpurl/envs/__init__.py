@@ -10,12 +10,14 @@ from collections.abc import Mapping
 
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.packing.env import PackingEnv
 from gpurl.envs.pendulum import PendulumEnv
 from gpurl.errors import ConfigError
 
 NATIVE_ENVS: dict[str, type[NativeEnv]] = {
     "cartpole": CartPoleEnv,
     "pendulum": PendulumEnv,
+    "packing": PackingEnv,
 }
 
 # Keys of an env config that the factory consumes itself.
