@@ -86,8 +86,9 @@ def test_heuristic_first_placement_is_at_the_origin_of_an_empty_box():
     assert torch.equal(flat.gather(1, td["action"][:, 1:2]).squeeze(1), flat.amin(1))
 
 
-def test_no_legal_placement_terminates():
-    env = _env(num_envs=2)
+@pytest.mark.parametrize("mode", ["terminate", "noop"])
+def test_no_legal_placement_terminates(mode):
+    env = _env(num_envs=2, illegal_action=mode)
     td = env.reset()
     env.hm = torch.full_like(env.hm, 0.256 - 1e-3)
     td["heightmap"] = env.hm
@@ -97,7 +98,7 @@ def test_no_legal_placement_terminates():
 
 
 def test_truncation_at_max_steps_and_illegal_actions_place_nothing():
-    env = _env(num_envs=2, num_objects=12, num_candidates=12, max_steps=3)
+    env = _env(num_envs=2, num_objects=12, num_candidates=12, max_steps=3, illegal_action="noop")
     td = env.reset()
     bad = torch.tensor([[0, 0, env.geometry.corners - 1, env.geometry.corners - 1]] * 2)
     flags = []
@@ -108,6 +109,17 @@ def test_truncation_at_max_steps_and_illegal_actions_place_nothing():
         td = td["next"].exclude("reward", "done", "terminated", "truncated")
     assert flags == [[False, False], [False, False], [True, True]]
     assert not env.packed.any() and env.hm.eq(0).all()
+
+
+@pytest.mark.parametrize("mode", ["terminate", "noop"])
+def test_illegal_corner_by_mode(mode):
+    env = _env(num_envs=2, illegal_action=mode)
+    td = env.reset()
+    td["action"] = torch.tensor([[0, 0, 0, 0], [0, 0, env.geometry.corners - 1, 0]])
+    nxt = env.step(td)["next"]
+    assert nxt["reward"][0] >= 1.0 and env.packed[0].sum() == 1  # the origin is legal
+    assert nxt["reward"][1] < 1.0 and not env.packed[1].any()
+    assert nxt["terminated"].squeeze(-1).tolist() == [False, mode == "terminate"]
 
 
 def test_partial_reset_leaves_other_envs_untouched():

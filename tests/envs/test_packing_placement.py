@@ -7,6 +7,7 @@ import torch
 from gpurl.envs.packing.placement import (
     corner_count,
     place,
+    placement_at,
     placement_maps,
     resting_heights_fused,
 )
@@ -78,6 +79,15 @@ def test_resting_heights_and_legality_match_loop_reference(r, step, f, full_side
     if full_side:  # a footprint as wide as the box fits only at x = 0
         assert not legal[:, 0, 1:].any() and legal[:, 0, 0].any()
     assert torch.equal(resting_heights_fused(hm, hb, step), z)
+    # the single-corner form the env steps with gives the same entries
+    g = torch.Generator().manual_seed(r)
+    gc = z.shape[-1]
+    for _ in range(4):
+        k = torch.randint(0, 3, (2,), generator=g)
+        ix, iy = torch.randint(0, gc, (2, 2), generator=g)
+        e = torch.arange(2)
+        z1, l1 = placement_at(hm, hb[e, k], ht_max[e, k], fp[e, k], ix * step, iy * step, HEIGHT)
+        assert torch.equal(z1, z[e, k, ix, iy]) and torch.equal(l1, legal[e, k, ix, iy])
 
 
 def test_a_high_item_is_illegal_by_height():

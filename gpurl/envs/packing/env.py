@@ -5,9 +5,14 @@ Action [B, 4] int64 (a MultiCategorical spec, nvec = [K, 24, G, G]):
     orientation one of the 24 rotations (orientations.py)
     ix, iy      stride-grid corner: the footprint's top-left cell is (grid_step ix, grid_step iy)
 Legality over (orientation, ix, iy) comes from `geometry.placement` / `features.worker_maps`
-on demand. A step with an invalid slot or an illegal corner places nothing (reward without
-the placement bonus) and still counts toward max_steps; a step whose chosen item has no
-legal placement at all terminates the episode.
+on demand; the observation stays lean. A step whose chosen item has no legal placement
+terminates the episode. With illegal_action="terminate" (default) the env trusts the legal
+mask: it checks only the chosen corner, and an illegal choice is read as "no legal
+placement left" (for a policy that follows the mask the two are the same, and the step
+costs one window instead of the full map). With illegal_action="noop" the env computes
+the full legal map: an illegal corner places nothing and the episode goes on if any legal
+placement exists. An invalid slot places nothing in both modes. Steps that place nothing
+earn the reward without the placement bonus and count toward max_steps.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from gpurl.envs.packing.features import MANAGER_SCALARS, candidate_slots, manage
 from gpurl.envs.packing.geometry import PackingGeometry
 from gpurl.envs.packing.heightmaps import build_item_maps, max_footprint
 from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
-from gpurl.envs.packing.placement import place
+from gpurl.envs.packing.placement import place, placement_at
 from gpurl.errors import ConfigError
+
+ILLEGAL_ACTIONS = ("terminate", "noop")
 
 
 class PackingEnv(NativeEnv):
@@ -45,6 +52,7 @@ class PackingEnv(NativeEnv):
         shapes: Sequence[str] = PROCEDURAL_KINDS,
         reward_weights: Mapping[str, float] | None = None,
         compile: bool = False,
+        illegal_action: str = "terminate",
     ):
         box_size = tuple(float(v) for v in box_size)
         _validate(
@@ -53,6 +61,11 @@ class PackingEnv(NativeEnv):
         unknown = sorted(set(shapes) - set(PROCEDURAL_KINDS))
         if unknown:
             raise ConfigError(f"unknown shapes {unknown}: choose from {list(PROCEDURAL_KINDS)}")
+        if illegal_action not in ILLEGAL_ACTIONS:
+            raise ConfigError(
+                f"env.illegal_action must be one of {ILLEGAL_ACTIONS}, got {illegal_action!r}"
+            )
+        self.illegal_action = illegal_action
         super().__init__(num_envs, device, seed)
         self.max_episode_steps = int(max_steps)
         self.num_objects = int(num_objects)
@@ -129,16 +142,30 @@ class PackingEnv(NativeEnv):
         item = cand.gather(1, slot[:, None]).squeeze(1)
         slot_ok = cmask.gather(1, slot[:, None]).squeeze(1)
         pid = self.items.gather(1, item[:, None]).squeeze(1)
-        z, legal = geom.placement(self.hm, pid)
-        has_legal = legal.flatten(1).any(1)
-        env = torch.arange(self.num_envs, device=self.device)
-        placed = legal[env, ori, ix, iy] & slot_ok
+        x, y = ix * geom.grid_step, iy * geom.grid_step
+        if self.illegal_action == "noop":  # decide termination on the full legal map
+            z_all, legal_all = geom.placement(self.hm, pid)
+            env = torch.arange(self.num_envs, device=self.device)
+            z, legal = z_all[env, ori, ix, iy], legal_all[env, ori, ix, iy]
+            has_legal = legal_all.flatten(1).any(1)
+        else:  # trust the legal mask: an action outside it means none was left
+            z, legal = placement_at(
+                self.hm,
+                pool.hb[pid, ori],
+                pool.ht_max[pid, ori],
+                pool.footprint[pid, ori],
+                x,
+                y,
+                geom.height,
+            )
+            has_legal = legal
+        placed = legal & slot_ok
         hm = place(
             self.hm,
             pool.ht[pid, ori],
-            z[env, ori, ix, iy],
-            ix * geom.grid_step,
-            iy * geom.grid_step,
+            z,
+            x,
+            y,
             placed,
         )
         hit = torch.nn.functional.one_hot(item, self.num_objects).bool() & placed[:, None]

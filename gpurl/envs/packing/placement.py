@@ -109,6 +109,30 @@ def placement_maps(
     return z, fits_x & fits_y & fits_h
 
 
+def placement_at(
+    hm: torch.Tensor,
+    hb: torch.Tensor,
+    ht_max: torch.Tensor,
+    footprint: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    height: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Resting height and legality of one corner per env: the entries of `placement_maps`
+    at (x, y) [B] for hb [B, F, F], ht_max [B], footprint [B, 2], computed the same way
+    (same zero padding, same max of hm - hb) so the values are identical."""
+    b, r, _ = hm.shape
+    f = hb.shape[-1]
+    span = torch.arange(f, device=hm.device)
+    bidx = torch.arange(b, device=hm.device)[:, None, None]
+    window = F.pad(hm, (0, f, 0, f))[
+        bidx, (x[:, None] + span)[:, :, None], (y[:, None] + span)[:, None, :]
+    ]
+    z = (window - hb).amax(dim=(-2, -1))
+    fits = (x <= r - footprint[:, 0]) & (y <= r - footprint[:, 1])
+    return z, fits & (z + ht_max <= height + LEGAL_TOLERANCE)
+
+
 def place(
     hm: torch.Tensor,
     ht: torch.Tensor,
