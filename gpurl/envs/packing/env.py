@@ -114,6 +114,8 @@ class PackingEnv(NativeEnv):
         self.packed_volume = torch.zeros(b, device=dev)
         self.c = torch.zeros(b, device=dev)
         self.p = torch.zeros(b, device=dev)
+        # items placed since construction, all envs: a device counter read at log time
+        self.placements = torch.zeros((), dtype=torch.int64, device=dev)
 
     # -- NativeEnv ------------------------------------------------------------------------
     def _reset_where(self, mask: torch.Tensor) -> None:
@@ -160,6 +162,7 @@ class PackingEnv(NativeEnv):
             )
             has_legal = legal
         placed = legal & slot_ok
+        self.placements = self.placements + placed.sum()
         hm = place(
             self.hm,
             pool.ht[pid, ori],

@@ -26,7 +26,9 @@ def episode_metrics(
     td = env.reset()
     final = None
     ended = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
-    for _ in range(env.max_episode_steps):
+    for t in range(env.max_episode_steps):
+        if t % 5 == 4 and bool(ended.all()):  # one host read every 5 steps, off the hot path
+            break
         td = env.step(policy(td))
         done = td["next", "done"].squeeze(-1)
         now = env.episode_metrics()

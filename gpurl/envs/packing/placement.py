@@ -160,4 +160,4 @@ def place(
     padded = padded.index_put(
         (bidx, rows[:, :, None], cols[:, None, :]), torch.maximum(window, top)
     )
-    return padded[:, :r, :r]
+    return padded[:, :r, :r].contiguous()
