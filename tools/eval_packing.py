@@ -31,12 +31,15 @@ def main(argv=None) -> None:
     ap.add_argument("--policies", default="random,heuristic")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kernel", choices=["compiled", "eager"], default="compiled")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cfg = dict(
         num_objects=args.num_objects,
         resolution=args.resolution,
         max_steps=args.max_steps,
-        compile=args.kernel == "compiled",
+        compile_placement=args.kernel == "compiled",
     )
     for name in args.policies.split(","):
         env = PackingEnv(num_envs=args.episodes, device=args.device, seed=args.seed, **cfg)

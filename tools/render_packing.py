@@ -37,7 +37,7 @@ def main(argv=None) -> None:
         num_objects=args.num_objects,
         resolution=args.resolution,
         max_steps=args.max_steps,
-        compile=args.compile,
+        compile_placement=args.compile,
     )
     geom = env.geometry
     policy = HeuristicPolicy(geom) if args.policy == "heuristic" else RandomPolicy(geom, args.seed)

