@@ -27,7 +27,7 @@ def episode_metrics(
     final = None
     ended = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     for t in range(env.max_episode_steps):
-        if t % 5 == 4 and bool(ended.all()):  # one host read every 5 steps, off the hot path
+        if t > 0 and bool(ended.all()):  # one host read a step: an offline tool, not the hot path
             break
         td = env.step(policy(td))
         done = td["next", "done"].squeeze(-1)
