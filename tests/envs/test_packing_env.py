@@ -6,6 +6,7 @@ from tensordict import TensorDict
 from torchrl.envs.utils import check_env_specs
 
 from gpurl.envs import make_env
+from gpurl.envs.packing import orientations as ori
 from gpurl.envs.packing import reward as rw
 from gpurl.envs.packing.baselines import HeuristicPolicy, RandomPolicy
 from gpurl.envs.packing.env import PackingEnv
@@ -193,3 +194,14 @@ def test_cpu_and_cuda_agree():
         assert torch.allclose(nxt[0]["reward"], nxt[1]["reward"].cpu(), atol=1e-5)
         assert torch.equal(nxt[0]["heightmap"], nxt[1]["heightmap"].cpu())
         tds = [n.exclude("reward", "done", "terminated", "truncated") for n in nxt]
+
+
+def test_manager_maps_show_the_named_views():
+    env = _env(num_envs=1)
+    td = env.reset()
+    pid = td["items"].gather(1, td["candidates"])
+    mm = manager_maps(env.geometry, td["heightmap"], pid)
+    pool = env.geometry.pool
+    for channel, view in enumerate((ori.FRONT, ori.REAR, ori.LEFT, ori.RIGHT, ori.IDENTITY)):
+        expected = (pool.ht[pid[0, 0], view] / 0.256).clamp(0, 1)
+        assert torch.allclose(mm[0, 0, 1 + channel].sum(), expected.sum(), atol=1e-4)

@@ -40,7 +40,7 @@ class HeuristicPolicy:
         slot = torch.zeros(hm.shape[0], dtype=torch.int64, device=hm.device)
         pid = _chosen_pool_ids(td, slot)
         z, legal = geom.placement(hm, pid)
-        inf = torch.tensor(float("inf"), device=hm.device)
+        inf = float("inf")
         low = torch.where(legal, z, inf)
         tied = legal & (low == low.amin((1, 2, 3), keepdim=True))
         top = torch.maximum(

@@ -46,6 +46,16 @@ def centre_on_canvas(maps: torch.Tensor, footprint: torch.Tensor, size: int) -> 
     return torch.where(ok[0][..., :, None] & ok[1][..., None, :], picked, 0.0)
 
 
+_VIEWS: dict[torch.device, torch.Tensor] = {}
+
+
+def _views(device: torch.device) -> torch.Tensor:
+    """Orientation indices of the five item views, kept on the device (no copy per call)."""
+    if device not in _VIEWS:
+        _VIEWS[device] = torch.tensor([*SIDE_VIEWS, IDENTITY], device=device)
+    return _VIEWS[device]
+
+
 def _bottom_map(hb: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(hb), hb, 0.0)
 
@@ -57,7 +67,7 @@ def manager_scalars(
     fill ratio sum(hm) / (R^2 H), number of candidates / 64 (zeros at invalid slots)."""
     l, w, h = geom.box_size
     ext = geom.pool.extents[pool_ids]  # [B, K, 3]
-    size = ext / torch.tensor([l, w, h], device=hm.device)
+    size = torch.stack((ext[..., 0] / l, ext[..., 1] / w, ext[..., 2] / h), -1)
     vol = ext.prod(-1, keepdim=True) / (l * w * h)
     norm = (hm / h).clamp(0.0, 1.0)
     box_stats = torch.stack(
@@ -75,7 +85,7 @@ def manager_maps(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tensor
     """[B, K, 7, R, R]: box heightmap; item tops seen from front, rear, left, right; top and
     bottom at identity; each / H, clipped to [0, 1], item maps centred on the canvas."""
     p, h, r = geom.pool, geom.height, geom.resolution
-    views = torch.tensor([*SIDE_VIEWS, IDENTITY], device=hm.device)
+    views = _views(hm.device)
     tops = p.ht[pool_ids[..., None], views]  # [B, K, 5, F, F]
     bottom = _bottom_map(p.hb[pool_ids, IDENTITY])[:, :, None]
     fp = p.footprint[pool_ids[..., None], views]
