@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     )
     for name in args.policies.split(","):
         env = PackingEnv(num_envs=args.episodes, device=args.device, seed=args.seed, **cfg)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         means = evaluate(env, POLICIES[name])
         print(
             json.dumps(
@@ -58,6 +58,7 @@ def main(argv=None) -> None:
                     "torchrl": torchrl.__version__,
                     "threads": torch.get_num_threads(),
                     "elapsed_sec": round(time.perf_counter() - t0, 1),
+                    "cpu_sec": round(time.process_time() - c0, 1),
                     **{k: round(v, 4) for k, v in means.items()},
                 }
             ),
