@@ -141,8 +141,9 @@ def test_random_policy_only_places_legally():
     assert torch.equal(env.packed.sum(1), torch.full((4,), 3))
 
 
-def test_lean_step_has_no_host_reads():
-    env = _env(num_envs=4)
+@pytest.mark.parametrize("mode", ["terminate", "noop"])
+def test_lean_step_has_no_host_reads(mode):
+    env = _env(num_envs=4, illegal_action=mode)
     policy = RandomPolicy(env.geometry)
     obs = env.lean_reset()
     _, obs = env.lean_step(policy(obs)["action"])
@@ -173,9 +174,18 @@ def test_evaluation_is_reproducible():
     assert 0 < a["utilisation"] < 1 and a["packed"] == 3 and a["success"] == 1
 
 
-def test_make_env_and_config_errors():
-    env = make_env({"name": "packing", "num_envs": 2, **SMALL})
+def test_make_env_from_the_hydra_config_and_config_errors():
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    import gpurl
+
+    cfg = OmegaConf.load(Path(gpurl.__file__).parent / "configs" / "env" / "packing.yaml")
+    cfg = OmegaConf.merge(cfg, {"num_envs": 2, **SMALL})
+    env = make_env(cfg)
     assert isinstance(env, PackingEnv) and env.num_envs == 2
+    assert env.weights.placed == 1.0 and env.geometry.resolution == 32
     with pytest.raises(ConfigError, match="grid_step"):
         make_env({"name": "packing", "grid_step": 0, **SMALL})
     with pytest.raises(ConfigError, match="reward_weights"):
