@@ -215,3 +215,11 @@ def test_manager_maps_show_the_named_views():
     for channel, view in enumerate((ori.FRONT, ori.REAR, ori.LEFT, ori.RIGHT, ori.IDENTITY)):
         expected = (pool.ht[pid[0, 0], view] / 0.256).clamp(0, 1)
         assert torch.allclose(mm[0, 0, 1 + channel].sum(), expected.sum(), atol=1e-4)
+
+
+def test_baselines_drive_a_torchrl_rollout_with_autoreset():
+    env = _env(num_envs=2, num_objects=3, num_candidates=3, max_steps=5)
+    ro = env.rollout(5, HeuristicPolicy(env.geometry), break_when_any_done=False)
+    assert ro.shape == (2, 5)
+    assert ro["next", "done"].squeeze(-1)[:, 2].all()  # 3 items packed in 3 steps
+    assert (ro["next", "reward"] >= 1.0).all()  # and the reset episode goes on placing
