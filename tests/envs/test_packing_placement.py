@@ -61,7 +61,8 @@ def _reference(hm, hb, ht_max, fp, step, height):
                             best = max(best, np.float32(cell - hb[e, k, i, j]))
                     z[e, k, ix, iy] = best
                     fits = x + w <= r and y + h <= r
-                    legal[e, k, ix, iy] = fits and best + ht_max[e, k].item() <= height + 1e-6
+                    top = np.float32(best + np.float32(ht_max[e, k].item()))  # float32, as torch
+                    legal[e, k, ix, iy] = fits and top <= np.float32(height + 1e-6)
     return torch.from_numpy(z), torch.from_numpy(legal)
 
 
@@ -94,6 +95,14 @@ def test_a_high_item_is_illegal_by_height():
     hm, ht, hb, ht_max, fp = _random_case(1, 12, 2, 4, seed=3)
     _, legal = placement_maps(hm, hb, ht_max + HEIGHT, fp, 2, HEIGHT)
     assert not legal.any()
+    # at the lid: z + max(ht) == H fits, 1e-5 above does not
+    flat = torch.zeros(1, 1, 2, 2)
+    one = torch.ones(1, 1, 2, dtype=torch.int64)
+    _, at = placement_maps(torch.zeros(1, 6, 6), flat, torch.full((1, 1), HEIGHT), one, 2, HEIGHT)
+    _, above = placement_maps(
+        torch.zeros(1, 6, 6), flat, torch.full((1, 1), HEIGHT + 1e-5), one, 2, HEIGHT
+    )
+    assert at.all() and not above.any()
 
 
 @pytest.mark.parametrize("r,f", [(12, 4), (9, 9)])
