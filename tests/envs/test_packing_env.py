@@ -223,3 +223,13 @@ def test_baselines_drive_a_torchrl_rollout_with_autoreset():
     assert ro.shape == (2, 5)
     assert ro["next", "done"].squeeze(-1)[:, 2].all()  # 3 items packed in 3 steps
     assert (ro["next", "reward"] >= 1.0).all()  # and the reset episode goes on placing
+
+
+def test_env_with_mesh_parts(tmp_path):
+    trimesh = pytest.importorskip("trimesh")
+    trimesh.creation.box(extents=(0.03, 0.02, 0.01)).export(tmp_path / "a.stl")
+    trimesh.creation.cylinder(radius=0.012, height=0.03).export(tmp_path / "b.obj")
+    paths = [str(tmp_path / "a.stl"), str(tmp_path / "b.obj")]
+    env = _env(num_envs=2, pool_size=4, mesh_paths=paths)
+    nxt = env.step(HeuristicPolicy(env.geometry)(env.reset()))["next"]
+    assert (nxt["reward"] >= 1.0).all() and env.packed.sum() == 2
