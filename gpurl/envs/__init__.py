@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.packing.env import PackingEnv
 from gpurl.envs.pendulum import PendulumEnv
 from gpurl.envs.pixels import PixelsEnv
 from gpurl.errors import ConfigError
@@ -18,6 +19,7 @@ NATIVE_ENVS: dict[str, type[NativeEnv]] = {
     "cartpole": CartPoleEnv,
     "pendulum": PendulumEnv,
     "pixels": PixelsEnv,
+    "packing": PackingEnv,
 }
 
 # Keys of an env config that the factory consumes itself.
