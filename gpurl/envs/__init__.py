@@ -10,12 +10,15 @@ from collections.abc import Mapping
 
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
 from gpurl.envs.pendulum import PendulumEnv
 from gpurl.errors import ConfigError
 
 NATIVE_ENVS: dict[str, type[NativeEnv]] = {
     "cartpole": CartPoleEnv,
     "pendulum": PendulumEnv,
+    "marinenav": MarineNavEnv,
+    "marinenav_continuous": MarineNavContinuousEnv,
 }
 
 # Keys of an env config that the factory consumes itself.
