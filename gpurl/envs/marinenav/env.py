@@ -63,7 +63,7 @@ class MarineNavEnv(NativeEnv):
         perception_noise: bool = True,
         pool_size: int | None = None,
         pool_refresh: int | None = None,
-        pool_refresh_every: int = 4,
+        pool_refresh_every: int = 8,
         candidates: int = 128,
     ):
         super().__init__(num_envs, device, seed)
@@ -85,7 +85,7 @@ class MarineNavEnv(NativeEnv):
         # Autoreset draws scenarios from a pool refreshed a chunk at a time: sampling a
         # fresh scenario for every env at every step would cost more than the physics.
         self.pool_size = int(pool_size or max(1024, 2 * self.num_envs))
-        refresh = pool_refresh or max(32, self.num_envs // 16)
+        refresh = pool_refresh or max(64, self.num_envs // 8)
         self.pool_refresh = min(int(refresh), self.pool_size)
         self.pool_refresh_every = max(int(pool_refresh_every), 1)
         self._resets_since_refresh = 0
@@ -410,11 +410,10 @@ class MarineNavEnv(NativeEnv):
         if self.perception_noise:
             shape = (n, self.max_robots, self.max_robots + self.max_obstacles)
             normal = torch.randn((*shape, 4), generator=self.rng, device=self.device)
-            u = torch.rand(shape, generator=self.rng, device=self.device)
             noise = {
                 "pos": normal[..., :2],
                 "vel": normal[..., 2:],
-                "ang": sample_from_table(self._vonmises, u),
+                "ang": sample_from_table(self._vonmises, shape, self.rng),
             }
         objects, mask = perceive(
             x,

@@ -111,22 +111,22 @@ def colregs_term(
     and the ego's ground velocity in its own frame [B, R]."""
     px, py, vx, vy, r_hat = objects.unbind(-1)
     evx, evy = ego_vx.unsqueeze(-1), ego_vy.unsqueeze(-1)
-    obj_speed = torch.sqrt(vx * vx + vy * vy)
-    ego_moving = (evx * evx + evy * evy) >= COLREGS_MIN_SPEED**2
+    speed2 = torch.addcmul(vx * vx, vy, vy)
+    ego_moving = torch.addcmul(evx * evx, evy, evy) >= COLREGS_MIN_SPEED**2
     # object frame: x along the object's velocity
-    inv = 1.0 / obj_speed.clamp_min(1e-6)
+    inv = torch.rsqrt(speed2.clamp_min(1e-12))
     ca, sa = vx * inv, vy * inv
-    ex = -(ca * px + sa * py)
-    ey = sa * px - ca * py
-    hx = ca * evx + sa * evy
-    hy = ca * evy - sa * evx
+    ex = -torch.addcmul(ca * px, sa, py)
+    ey = torch.addcmul(sa * px, ca, py, value=-1.0)
+    hx = torch.addcmul(ca * evx, sa, evy)
+    hy = torch.addcmul(ca * evy, sa, evx, value=-1.0)
     head_on, crossing = in_colregs_zone(ex, ey, hx, hy)
     phi, defined = colregs_turn(px, py, r_hat, evx, evy, robot_radius)
     applies = (
-        objects_mask
-        & (obj_speed >= COLREGS_MIN_SPEED)
+        (head_on | crossing)
+        & objects_mask
+        & (speed2 >= COLREGS_MIN_SPEED**2)
         & ego_moving
-        & (head_on | crossing)
         & defined
         & (phi > 0)
     )

@@ -49,6 +49,7 @@ class ScriptedPolicy(nn.Module):
         heading_gain: float = 1.5,
         yaw_damping: float = 1.0,
         min_speed_factor: float = 0.2,
+        goal_slowdown: float = 12.0,
     ):
         super().__init__()
         self.continuous = continuous
@@ -58,6 +59,7 @@ class ScriptedPolicy(nn.Module):
         self.heading_gain = heading_gain
         self.yaw_damping = yaw_damping
         self.min_speed_factor = min_speed_factor
+        self.goal_slowdown = goal_slowdown
 
     def rates(self, self_state: torch.Tensor, objects: torch.Tensor, mask: torch.Tensor):
         gx, gy, _, _, yaw_rate, tl, tr = self_state.unbind(-1)
@@ -76,7 +78,9 @@ class ScriptedPolicy(nn.Module):
         # slow down while something is close ahead, and near the goal
         ahead_gap = torch.where(mask & (px > -ROBOT_RADIUS), gap, self.influence).amin(-1)
         caution = ((ahead_gap - 1.0) / self.influence).clamp(self.min_speed_factor, 1.0)
-        forward = torch.cos(err).clamp_min(0.0) * (gdist / 8.0).clamp(0.3, 1.0) * caution
+        forward = (
+            torch.cos(err).clamp_min(0.0) * (gdist / self.goal_slowdown).clamp(0.12, 1.0) * caution
+        )
         base = forward * THRUST_MAX * 0.75
         diff = turn * 600.0
         target_l = (base + diff).clamp(THRUST_MIN, THRUST_MAX)
