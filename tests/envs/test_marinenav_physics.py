@@ -170,10 +170,9 @@ def test_perception_noise_model():
     x, y, c, s, vx, vy, vis, obs, rad, valid = _scene()
     n = 5 + 4
     gen = torch.Generator().manual_seed(1)
-    normal = torch.randn((1, 5, n, 4), generator=gen)
     noise = {
-        "pos": normal[..., :2],
-        "vel": normal[..., 2:],
+        "pos": torch.randn((1, 5, n, 2), generator=gen),
+        "vel": torch.randn((1, 5, 5, 2), generator=gen),
         "ang": sample_from_table(table, (1, 5, n), gen),
     }
     objects, mask = perceive(x, y, c, s, vx, vy, vis, dyn.ROBOT_RADIUS, obs, rad, valid, noise)

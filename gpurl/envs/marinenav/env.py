@@ -409,10 +409,11 @@ class MarineNavEnv(NativeEnv):
         noise = None
         if self.perception_noise:
             shape = (n, self.max_robots, self.max_robots + self.max_obstacles)
-            normal = torch.randn((*shape, 4), generator=self.rng, device=self.device)
             noise = {
-                "pos": normal[..., :2],
-                "vel": normal[..., 2:],
+                "pos": torch.randn((*shape, 2), generator=self.rng, device=self.device),
+                "vel": torch.randn(
+                    (n, self.max_robots, MAX_OBJECTS, 2), generator=self.rng, device=self.device
+                ),
                 "ang": sample_from_table(self._vonmises, shape, self.rng),
             }
         objects, mask = perceive(

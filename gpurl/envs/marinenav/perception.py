@@ -68,8 +68,10 @@ def perceive(
     """Observed objects [B, R, 5, 5] (p_x, p_y, v_x, v_y, r_hat) and mask [B, R, 5].
 
     Robot state tensors are [B, R] (ground velocity in the world frame), obstacles
-    [B, K, 2] / [B, K]. `noise` holds standard normals "pos", "vel" [B, R, N, 2] and
-    VonMises draws "ang" [B, R, N] (N = R + K), or None for noise-free perception.
+    [B, K, 2] / [B, K]. `noise` holds standard normals "pos" [B, R, N, 2] and "vel"
+    [B, R, 5, 2], and VonMises draws "ang" [B, R, N] (N = R + K), or None for noise-free
+    perception. Velocity noise is added after the selection (it does not take part in
+    it), so only the 5 reported objects draw it.
     """
     b, nr = x.shape
     k = obstacle.shape[1]
@@ -89,11 +91,10 @@ def perceive(
         wvx, wvy = ovx.expand(b, nr, n), ovy.expand(b, nr, n)
         r_hat = orad.expand(b, nr, n)
     else:
-        pos, vel = noise["pos"] * POS_STD, noise["vel"] * VEL_STD
+        pos = noise["pos"] * POS_STD
         dx = ox + pos[..., 0] - x.unsqueeze(-1)
         dy = oy + pos[..., 1] - y.unsqueeze(-1)
-        wvx = ovx + vel[..., 0]
-        wvy = ovy + vel[..., 1]
+        wvx, wvy = ovx.expand(b, nr, n), ovy.expand(b, nr, n)
         r_hat = orad * (RADIUS_MEAN_RATIO + (1 - RADIUS_MEAN_RATIO) / math.pi * noise["ang"])
     c, s = cos_yaw.unsqueeze(-1), sin_yaw.unsqueeze(-1)
     px = c * dx + s * dy
@@ -111,5 +112,11 @@ def perceive(
     key, idx = torch.topk(key, MAX_OBJECTS, dim=-1, largest=False, sorted=True)
     mask = torch.isfinite(key)
     objects = torch.stack([f.expand(b, nr, -1).gather(2, idx) for f in feats], dim=-1)
+    if noise is not None:
+        # world-frame noise on the reported velocities, rotated with them
+        vel = noise["vel"] * VEL_STD
+        nvx, nvy = vel[..., 0], vel[..., 1]
+        objects[..., 2] += c * nvx + s * nvy
+        objects[..., 3] += c * nvy - s * nvx
     objects = torch.where(mask.unsqueeze(-1), objects, 0.0)
     return objects, mask
