@@ -171,9 +171,9 @@ def test_perception_noise_model():
     n = 5 + 4
     gen = torch.Generator().manual_seed(1)
     noise = {
-        "pos": torch.randn((1, 5, n, 2), generator=gen),
-        "vel": torch.randn((1, 5, 5, 2), generator=gen),
-        "ang": sample_from_table(table, (1, 5, n), gen),
+        "pos": torch.randn((n, 1, 5, 2), generator=gen),
+        "vel": torch.randn((5, 1, 5, 2), generator=gen),
+        "ang": sample_from_table(table, (n, 1, 5), gen),
     }
     objects, mask = perceive(x, y, c, s, vx, vy, vis, dyn.ROBOT_RADIUS, obs, rad, valid, noise)
     r_hat = objects[..., 4][mask]

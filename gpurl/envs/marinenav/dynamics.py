@@ -91,6 +91,8 @@ def fossen_substeps(
     linear = torch.tensor([D_U, D_V, D_R], device=dev).view(view)
     quadratic = torch.tensor([DN_U, DN_V, DN_R], device=dev).view(view)
     coriolis_coef = torch.tensor([MASS, -MASS, -X_DOT_U], device=dev).view(view)
+    # With still water u = u_r, so C_A's xDotU u_r r joins C_RB's -m r u in the sway row.
+    still_coef = torch.tensor([MASS, X_DOT_U - MASS, -X_DOT_U], device=dev).view(view)
     tau = torch.stack(
         (thrust_l + thrust_r, torch.zeros_like(x), (thrust_l - thrust_r) * THRUST_ARM)
     )
@@ -110,7 +112,7 @@ def fossen_substeps(
         if current is None:
             # C_RB nu and C_A nu_r share u = u_r: (m r v, -m r u + xDotU u r, -xDotU u v)
             pairs = torch.stack((r * v_r, r * u_r, u_r * v_r))
-            coriolis = pairs * (coriolis_coef + _C_A_ON_V.to(dev).view(view))
+            coriolis = pairs * still_coef
         else:
             u = torch.addcmul(c * gx, s, gy)
             v = torch.addcmul(c * gy, s, gx, value=-1.0)
@@ -123,7 +125,3 @@ def fossen_substeps(
         vx = torch.addcmul(c * u_r, s, v_r, value=-1.0)
         vy = torch.addcmul(s * u_r, c, v_r)
     return x, y, torch.remainder(yaw, TWO_PI), vx, vy, r
-
-
-# With still water u = u_r, so C_A's xDotU u_r r joins C_RB's -m r u in the sway row.
-_C_A_ON_V = torch.tensor([0.0, X_DOT_U, 0.0])

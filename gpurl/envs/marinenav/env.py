@@ -63,7 +63,7 @@ class MarineNavEnv(NativeEnv):
         perception_noise: bool = True,
         pool_size: int | None = None,
         pool_refresh: int | None = None,
-        pool_refresh_every: int = 8,
+        pool_refresh_every: int = 16,
         candidates: int = 128,
     ):
         super().__init__(num_envs, device, seed)
@@ -408,11 +408,11 @@ class MarineNavEnv(NativeEnv):
         )
         noise = None
         if self.perception_noise:
-            shape = (n, self.max_robots, self.max_robots + self.max_obstacles)
+            shape = (self.max_robots + self.max_obstacles, n, self.max_robots)
             noise = {
                 "pos": torch.randn((*shape, 2), generator=self.rng, device=self.device),
                 "vel": torch.randn(
-                    (n, self.max_robots, MAX_OBJECTS, 2), generator=self.rng, device=self.device
+                    (MAX_OBJECTS, n, self.max_robots, 2), generator=self.rng, device=self.device
                 ),
                 "ang": sample_from_table(self._vonmises, shape, self.rng),
             }
