@@ -541,12 +541,16 @@ class MarineNavEnv(NativeEnv):
         drawn = self._reset_where(done)
         # Envs that go on act on the observation they just reached; reset envs on the
         # initial observation stored with their scenario (no second perception pass).
-        m = done.view(-1, 1)
         nobs = out["obs"].get("agents")
         entries = {}
         for key in ("self_state", "objects", "objects_mask", "running"):
             fresh, cur = drawn["obs_" + key], nobs.get(key)
-            entries[key] = torch.where(m.view(-1, *([1] * (cur.dim() - 1))), fresh, cur)
+            m = done.view(-1, *([1] * (cur.dim() - 1)))
+            if cur.dtype == torch.bool:
+                entries[key] = (fresh & m) | (cur & ~m)
+            else:  # exact for a 0/1 mask and finite values, and cheaper than torch.where
+                w = m.to(cur.dtype)
+                entries[key] = torch.addcmul(cur * (1.0 - w), fresh, w)
         return nxt, self._wrap(entries)
 
     def episode_metrics(self) -> dict[str, torch.Tensor]:
