@@ -25,10 +25,17 @@ from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
 
 
 def bench(
-    num_envs: int, device: str, steps: int, warmup: int, continuous: bool, repeats: int
+    num_envs: int,
+    device: str,
+    steps: int,
+    warmup: int,
+    continuous: bool,
+    repeats: int,
+    compile: bool = False,
 ) -> dict:
     cls = MarineNavContinuousEnv if continuous else MarineNavEnv
-    env = cls(num_envs=num_envs, device=device, seed=0, stage=5)  # 5 robots, 4 obstacles
+    # stage 5: 5 robots, 4 obstacles
+    env = cls(num_envs=num_envs, device=device, seed=0, stage=5, compile=compile)
     env.lean_reset()
     gen = torch.Generator(device=device)
     gen.manual_seed(1)
@@ -55,6 +62,7 @@ def bench(
         "robots": env.max_robots,
         "obstacles": env.max_obstacles,
         "action": "continuous" if continuous else "discrete",
+        "compile": compile,
         "device": device,
         "steps": steps,
         "seconds": round(elapsed, 4),
@@ -80,6 +88,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--continuous", action="store_true")
+    p.add_argument("--compile", action="store_true", help="torch.compile the step math")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     args = p.parse_args()
     if args.threads:
@@ -87,7 +96,15 @@ def main() -> None:
     for n in args.num_envs:
         print(
             json.dumps(
-                bench(n, args.device, args.steps, args.warmup, args.continuous, args.repeats)
+                bench(
+                    n,
+                    args.device,
+                    args.steps,
+                    args.warmup,
+                    args.continuous,
+                    args.repeats,
+                    args.compile,
+                )
             ),
             flush=True,
         )

@@ -223,11 +223,15 @@ def test_scripted_policy_beats_random_on_stage_0():
 
 @pytest.mark.parametrize("device", devices())
 def test_no_host_reads_during_lean_step(device):
-    env = MarineNavEnv(num_envs=4, stage=5, device=device, max_episode_steps=5, **SMALL)
+    env = MarineNavEnv(
+        num_envs=4, stage=5, device=device, max_episode_steps=5, pool_refresh_every=3, **SMALL
+    )
     env.lean_reset()
     a = torch.zeros(4, 5, dtype=torch.long, device=device)
     env.lean_step(a)
+    refreshes = env.pool_refreshes
     with count_host_reads() as reads:
-        for _ in range(10):  # crosses a timeout reset and pool refreshes
+        for _ in range(10):  # crosses timeout resets and pool refreshes
             env.lean_step(a)
     assert reads.count == 0, reads.report()
+    assert env.pool_refreshes >= refreshes + 3

@@ -31,6 +31,7 @@ from gpurl.envs.base import NativeEnv
 from gpurl.envs.marinenav import dynamics as dyn
 from gpurl.envs.marinenav.currents import rankine_velocity
 from gpurl.envs.marinenav.curriculum import CURRICULUM, stage_at, stage_table
+from gpurl.envs.marinenav.dynamics import fossen_substeps
 from gpurl.envs.marinenav.perception import (
     MAX_OBJECTS,
     perceive,
@@ -65,6 +66,7 @@ class MarineNavEnv(NativeEnv):
         pool_refresh: int | None = None,
         pool_refresh_every: int = 16,
         candidates: int = 128,
+        compile: bool = False,
     ):
         super().__init__(num_envs, device, seed)
         if not 0 <= int(stage) < len(CURRICULUM):
@@ -90,9 +92,19 @@ class MarineNavEnv(NativeEnv):
         self.pool_refresh_every = max(int(pool_refresh_every), 1)
         self._resets_since_refresh = 0
         self._pool_cursor = 0
+        self.pool_refreshes = 0  # host counter: pool chunks redrawn so far
         self.stages = stage_table(self.device)
         self.stage = torch.tensor(int(stage), device=self.device)
         self._vonmises = vonmises_quantile_table(device=self.device)
+        # compile=True fuses the per-step math (dynamics, perception, COLREGs) with
+        # torch.compile: minutes of compilation on a small CPU, then ~1.5x faster steps.
+        # Scenario sampling and the pool's first observations stay eager (other shapes).
+        self._fossen, self._perceive, self._colregs = fossen_substeps, perceive, colregs_term
+        if compile:
+            if self.num_cores == 0:  # the currents closure would retrace at every step
+                self._fossen = torch.compile(fossen_substeps, dynamic=False)
+            self._perceive = torch.compile(perceive, dynamic=False)
+            self._colregs = torch.compile(colregs_term, dynamic=False)
         self._make_specs()
         self._allocate()
         self._fill_pool(0, self.pool_size)
@@ -231,6 +243,7 @@ class MarineNavEnv(NativeEnv):
         count = min(self.pool_refresh, self.pool_size - begin)
         self._fill_pool(begin, count)
         self._pool_cursor = (begin + count) % self.pool_size
+        self.pool_refreshes += 1
 
     def load_scenarios(self, scenarios: dict[str, torch.Tensor]) -> None:
         """Start every env on the given scenarios ([num_envs, ...] each), e.g. the eval set."""
@@ -310,7 +323,7 @@ class MarineNavEnv(NativeEnv):
         gx, gy = self.goal[..., 0], self.goal[..., 1]
         dist_before = torch.hypot(gx - self.x, gy - self.y)
         current = self._current()
-        nx, ny, nyaw, nvx, nvy, nr = dyn.fossen_substeps(
+        nx, ny, nyaw, nvx, nvy, nr = self._fossen(
             self.x, self.y, self.yaw, self.vx, self.vy, self.r, tl, tr, current
         )
         self.x = torch.where(running, nx, self.x)
@@ -348,7 +361,7 @@ class MarineNavEnv(NativeEnv):
         obs = self._observation()
         ego_u = obs["agents", "self_state"][..., 2]
         ego_v = obs["agents", "self_state"][..., 3]
-        colregs = colregs_term(
+        colregs = self._colregs(
             obs["agents", "objects"], obs["agents", "objects_mask"], ego_u, ego_v, rr
         )
         reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, running)
@@ -386,6 +399,7 @@ class MarineNavEnv(NativeEnv):
         obstacle_valid: torch.Tensor,
         core: torch.Tensor,
         core_gamma: torch.Tensor,
+        perceive_fn=perceive,
     ) -> dict[str, torch.Tensor]:
         """Observation entries for any batch of states [n, R] (the envs, or pool scenarios)."""
         n = x.shape[0]
@@ -416,7 +430,7 @@ class MarineNavEnv(NativeEnv):
                 ),
                 "ang": sample_from_table(self._vonmises, shape, self.rng),
             }
-        objects, mask = perceive(
+        objects, mask = perceive_fn(
             x,
             y,
             c,
@@ -457,6 +471,7 @@ class MarineNavEnv(NativeEnv):
             self.obstacle_valid,
             self.core,
             self.core_gamma,
+            self._perceive,
         )
         return self._wrap(entries)
 

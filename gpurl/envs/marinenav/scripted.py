@@ -50,6 +50,7 @@ class ScriptedPolicy(nn.Module):
         yaw_damping: float = 1.0,
         min_speed_factor: float = 0.2,
         goal_slowdown: float = 12.0,
+        approach_only: bool = False,
     ):
         super().__init__()
         self.continuous = continuous
@@ -60,16 +61,20 @@ class ScriptedPolicy(nn.Module):
         self.yaw_damping = yaw_damping
         self.min_speed_factor = min_speed_factor
         self.goal_slowdown = goal_slowdown
+        self.approach_only = approach_only
 
     def rates(self, self_state: torch.Tensor, objects: torch.Tensor, mask: torch.Tensor):
-        gx, gy, _, _, yaw_rate, tl, tr = self_state.unbind(-1)
+        gx, gy, ego_vx, ego_vy, yaw_rate, tl, tr = self_state.unbind(-1)
         gdist = torch.sqrt(gx * gx + gy * gy).clamp_min(1e-6)
         dx, dy = gx / gdist, gy / gdist
-        px, py, _, _, r_hat = objects.unbind(-1)
+        px, py, ovx, ovy, r_hat = objects.unbind(-1)
         centre = torch.sqrt(px * px + py * py).clamp_min(1e-6)
         gap = (centre - r_hat - ROBOT_RADIUS).clamp_min(0.1)
         weight = ((self.influence - gap) / self.influence).clamp_min(0.0).square()
         weight = weight * self.repulsion * mask
+        if self.approach_only:  # ignore objects that are not closing in
+            closing = -(px * (ovx - ego_vx.unsqueeze(-1)) + py * (ovy - ego_vy.unsqueeze(-1)))
+            weight = weight * (closing > 0)
         ahead = (px > 0).to(px.dtype)
         dx = dx - (weight * px / centre).sum(-1)
         dy = dy - (weight * py / centre).sum(-1) + (self.starboard * weight * ahead).sum(-1)
