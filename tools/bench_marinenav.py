@@ -31,11 +31,10 @@ def bench(
     warmup: int,
     continuous: bool,
     repeats: int,
-    compile: bool = False,
 ) -> dict:
     cls = MarineNavContinuousEnv if continuous else MarineNavEnv
     # stage 5: 5 robots, 4 obstacles
-    env = cls(num_envs=num_envs, device=device, seed=0, stage=5, compile=compile)
+    env = cls(num_envs=num_envs, device=device, seed=0, stage=5)
     env.lean_reset()
     gen = torch.Generator(device=device)
     gen.manual_seed(1)
@@ -62,7 +61,6 @@ def bench(
         "robots": env.max_robots,
         "obstacles": env.max_obstacles,
         "action": "continuous" if continuous else "discrete",
-        "compile": compile,
         "device": device,
         "steps": steps,
         "seconds": round(elapsed, 4),
@@ -88,7 +86,6 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--continuous", action="store_true")
-    p.add_argument("--compile", action="store_true", help="torch.compile the step math")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     args = p.parse_args()
     if args.threads:
@@ -103,7 +100,6 @@ def main() -> None:
                     args.warmup,
                     args.continuous,
                     args.repeats,
-                    args.compile,
                 )
             ),
             flush=True,

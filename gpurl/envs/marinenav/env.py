@@ -66,7 +66,6 @@ class MarineNavEnv(NativeEnv):
         pool_refresh: int | None = None,
         pool_refresh_every: int = 16,
         candidates: int = 128,
-        compile: bool = False,
     ):
         super().__init__(num_envs, device, seed)
         if not 0 <= int(stage) < len(CURRICULUM):
@@ -96,15 +95,6 @@ class MarineNavEnv(NativeEnv):
         self.stages = stage_table(self.device)
         self.stage = torch.tensor(int(stage), device=self.device)
         self._vonmises = vonmises_quantile_table(device=self.device)
-        # compile=True fuses the per-step math (dynamics, perception, COLREGs) with
-        # torch.compile: minutes of compilation on a small CPU, then ~1.5x faster steps.
-        # Scenario sampling and the pool's first observations stay eager (other shapes).
-        self._fossen, self._perceive, self._colregs = fossen_substeps, perceive, colregs_term
-        if compile:
-            if self.num_cores == 0:  # the currents closure would retrace at every step
-                self._fossen = torch.compile(fossen_substeps, dynamic=False)
-            self._perceive = torch.compile(perceive, dynamic=False)
-            self._colregs = torch.compile(colregs_term, dynamic=False)
         self._make_specs()
         self._allocate()
         self._fill_pool(0, self.pool_size)
@@ -323,7 +313,7 @@ class MarineNavEnv(NativeEnv):
         gx, gy = self.goal[..., 0], self.goal[..., 1]
         dist_before = torch.hypot(gx - self.x, gy - self.y)
         current = self._current()
-        nx, ny, nyaw, nvx, nvy, nr = self._fossen(
+        nx, ny, nyaw, nvx, nvy, nr = fossen_substeps(
             self.x, self.y, self.yaw, self.vx, self.vy, self.r, tl, tr, current
         )
         self.x = torch.where(running, nx, self.x)
@@ -361,7 +351,7 @@ class MarineNavEnv(NativeEnv):
         obs = self._observation()
         ego_u = obs["agents", "self_state"][..., 2]
         ego_v = obs["agents", "self_state"][..., 3]
-        colregs = self._colregs(
+        colregs = colregs_term(
             obs["agents", "objects"], obs["agents", "objects_mask"], ego_u, ego_v, rr
         )
         reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, running)
@@ -399,7 +389,6 @@ class MarineNavEnv(NativeEnv):
         obstacle_valid: torch.Tensor,
         core: torch.Tensor,
         core_gamma: torch.Tensor,
-        perceive_fn=perceive,
     ) -> dict[str, torch.Tensor]:
         """Observation entries for any batch of states [n, R] (the envs, or pool scenarios)."""
         n = x.shape[0]
@@ -430,7 +419,7 @@ class MarineNavEnv(NativeEnv):
                 ),
                 "ang": sample_from_table(self._vonmises, shape, self.rng),
             }
-        objects, mask = perceive_fn(
+        objects, mask = perceive(
             x,
             y,
             c,
@@ -471,7 +460,6 @@ class MarineNavEnv(NativeEnv):
             self.obstacle_valid,
             self.core,
             self.core_gamma,
-            self._perceive,
         )
         return self._wrap(entries)
 
@@ -504,7 +492,7 @@ class MarineNavEnv(NativeEnv):
 
     # -- TorchRL face -------------------------------------------------------------------
     def _done_entries(self, out: dict) -> TensorDict:
-        b, r = self.num_envs, self.max_robots
+        """The step's observation TensorDict with root and per-robot reward/done entries."""
         td = out["obs"]
         td.set("reward", out["reward"])
         td.set("terminated", out["terminated"])
@@ -515,7 +503,6 @@ class MarineNavEnv(NativeEnv):
         agents.set("terminated", out["robot_terminated"])
         agents.set("truncated", out["robot_truncated"])
         agents.set("done", out["robot_terminated"] | out["robot_truncated"])
-        del b, r
         return td
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
