@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
 from gpurl.envs.packing.env import PackingEnv
 from gpurl.envs.pendulum import PendulumEnv
 from gpurl.envs.pixels import PixelsEnv
@@ -20,6 +21,8 @@ NATIVE_ENVS: dict[str, type[NativeEnv]] = {
     "pendulum": PendulumEnv,
     "pixels": PixelsEnv,
     "packing": PackingEnv,
+    "marinenav": MarineNavEnv,
+    "marinenav_continuous": MarineNavContinuousEnv,
 }
 
 # Keys of an env config that the factory consumes itself.

@@ -1,0 +1,127 @@
+"""WAM-V 16 surface vessel, Fossen 3-DOF maneuvering model, batched over [envs, robots].
+
+Frames: world North-East-Down, robot forward-starboard-down; yaw positive clockwise,
+wrapped to [0, 2 pi). The relative velocity (over the water) is kept in the world frame
+as (vx, vy, r), as the source simulator does, and projected to body axes with the
+heading of the sub-step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+DT = 0.05
+SUBSTEPS = 10
+ACTION_TIME = DT * SUBSTEPS  # one decision = 0.5 s
+
+LENGTH = 5.0
+WIDTH = 2.5
+ROBOT_RADIUS = 0.5 * math.sqrt(LENGTH**2 + WIDTH**2)  # 2.795 m, collision radius
+GOAL_RADIUS = 2.0
+
+MASS = 400.0
+# Rigid-body plus added mass, M = diag(m - xDotU, m - yDotV, Izz - nDotR).
+M_U = MASS - 20.0
+M_V = MASS
+M_R = 450.0 + 980.0
+X_DOT_U = 20.0
+D_U, D_V, D_R = 100.0, 100.0, 980.0  # linear damping (-xU, -yV, -nR)
+DN_U, DN_V, DN_R = 150.0, 150.0, 950.0  # quadratic damping (-xUU, -yVV, -nRR)
+THRUST_MIN = -500.0
+THRUST_MAX = 1000.0
+THRUST_ARM = WIDTH / 2  # Mn = (T_L - T_R) * 1.25 m
+
+TWO_PI = 2 * math.pi
+
+# Discrete actions: 5 x 5 (left, right) thrust-change rates in N/s, left-major.
+RATE_LEVELS = (0.0, -500.0, -1000.0, 500.0, 1000.0)
+NUM_DISCRETE_ACTIONS = len(RATE_LEVELS) ** 2
+CONTINUOUS_RATE_SCALE = 1000.0
+
+
+def discrete_rates(action: torch.Tensor) -> torch.Tensor:
+    """Thrust-change rates [..., 2] (N/s) for discrete actions [...] in [0, 25)."""
+    levels = torch.tensor(RATE_LEVELS, dtype=torch.float32, device=action.device)
+    a = action.long()
+    return torch.stack((levels[a // 5], levels[a % 5]), dim=-1)
+
+
+def continuous_rates(action: torch.Tensor) -> torch.Tensor:
+    """Thrust-change rates [..., 2] (N/s) for continuous actions in (-1, 1)^2."""
+    return action.to(torch.float32).clamp(-1.0, 1.0) * CONTINUOUS_RATE_SCALE
+
+
+def apply_thrust_change(thrust: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+    """Thrusts [..., 2] after holding `rates` for one decision, clipped to [-500, 1000] N."""
+    return (thrust + rates * ACTION_TIME).clamp(THRUST_MIN, THRUST_MAX)
+
+
+def fossen_substeps(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    yaw: torch.Tensor,
+    vx: torch.Tensor,
+    vy: torch.Tensor,
+    r: torch.Tensor,
+    thrust_l: torch.Tensor,
+    thrust_r: torch.Tensor,
+    current: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None,
+    substeps: int = SUBSTEPS,
+    dt: float = DT,
+):
+    """Integrate `substeps` sub-steps for one decision; all inputs share one shape.
+
+    (vx, vy, r) is the velocity relative to the water, (vx, vy) in the world frame.
+    The thrusts are the ones already updated for this decision (the source applies
+    the change on the first sub-step, before any force is computed, so this is the same).
+    `current(x, y)` gives the water velocity in the world frame, or None for still water.
+    Returns x, y, yaw (wrapped to [0, 2 pi)), vx, vy, r after the decision.
+
+    Sub-step order as in the source: ground velocity = relative + current; integrate
+    x, y, yaw; then nu_r += dt M^-1 (-C_RB nu - (C_A + D + Dn) nu_r + tau) in the body
+    axes of the new heading. The surge, sway and yaw equations run stacked as one
+    [3, ...] tensor so that a decision costs a few hundred small ops, not a thousand.
+    """
+    dev, shape = x.device, x.shape
+    view = (3,) + (1,) * len(shape)
+    step_over_mass = torch.tensor([dt / M_U, dt / M_V, dt / M_R], device=dev).view(view)
+    linear = torch.tensor([D_U, D_V, D_R], device=dev).view(view)
+    quadratic = torch.tensor([DN_U, DN_V, DN_R], device=dev).view(view)
+    coriolis_coef = torch.tensor([MASS, -MASS, -X_DOT_U], device=dev).view(view)
+    # With still water u = u_r, so C_A's xDotU u_r r joins C_RB's -m r u in the sway row.
+    still_coef = torch.tensor([MASS, X_DOT_U - MASS, -X_DOT_U], device=dev).view(view)
+    tau = torch.stack(
+        (thrust_l + thrust_r, torch.zeros_like(x), (thrust_l - thrust_r) * THRUST_ARM)
+    )
+    for _ in range(substeps):
+        if current is None:
+            gx, gy = vx, vy
+        else:
+            cx, cy = current(x, y)
+            gx, gy = vx + cx, vy + cy
+        x = torch.add(x, gx, alpha=dt)
+        y = torch.add(y, gy, alpha=dt)
+        yaw = torch.add(yaw, r, alpha=dt)
+        c, s = torch.cos(yaw), torch.sin(yaw)
+        u_r = torch.addcmul(c * vx, s, vy)
+        v_r = torch.addcmul(c * vy, s, vx, value=-1.0)
+        nu_r = torch.stack((u_r, v_r, r))
+        if current is None:
+            # C_RB nu and C_A nu_r share u = u_r: (m r v, -m r u + xDotU u r, -xDotU u v)
+            pairs = torch.stack((r * v_r, r * u_r, u_r * v_r))
+            coriolis = pairs * still_coef
+        else:
+            u = torch.addcmul(c * gx, s, gy)
+            v = torch.addcmul(c * gy, s, gx, value=-1.0)
+            pairs = torch.stack((r * v, r * u, u_r * v_r))
+            coriolis = pairs * coriolis_coef
+            coriolis[1] += X_DOT_U * u_r * r
+        damping = torch.addcmul(linear, quadratic, nu_r.abs()) * nu_r
+        nu_r = torch.addcmul(nu_r, coriolis + tau - damping, step_over_mass)
+        u_r, v_r, r = nu_r.unbind(0)
+        vx = torch.addcmul(c * u_r, s, v_r, value=-1.0)
+        vy = torch.addcmul(s * u_r, c, v_r)
+    return x, y, torch.remainder(yaw, TWO_PI), vx, vy, r

@@ -1,0 +1,580 @@
+"""MarineNav: batched multi-robot surface-vessel navigation, a TorchRL env on any device.
+
+Batch [num_envs]; robots live in an ("agents", ...) group of max_robots slots. Keys:
+
+    observation  ("agents", "self_state")    [B, R, 7]  goal_x, goal_y, v_x, v_y, r, T_L, T_R
+                 ("agents", "objects")       [B, R, 5, 5]
+                 ("agents", "objects_mask")  [B, R, 5] bool
+                 ("agents", "running")       [B, R] bool: the slot holds a robot that has
+                                             not stopped; only these robots act, and only
+                                             their transitions are experience
+    action       ("agents", "action")        [B, R] in [0, 25), or [B, R, 2] in [-1, 1]
+    reward       ("agents", "reward")        [B, R, 1]; root "reward" [B, 1] is the SUM over
+                                             the robots that were running
+    done flags   ("agents", "done" | "terminated" | "truncated") [B, R, 1]: set on the
+                 transition where that robot stops (collision or arrival: terminated) or
+                 where the env times out while it still runs (truncated); False otherwise.
+                 Root "done" | "terminated" | "truncated" [B, 1]: terminated when every
+                 robot of the env stopped, truncated at max_episode_steps.
+
+Robots never restart on their own: a partial reset is per env (root "_reset"); an
+("agents", "_reset") entry is ignored.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Bounded, Categorical, Composite, Unbounded
+
+from gpurl.envs.base import NativeEnv
+from gpurl.envs.marinenav import dynamics as dyn
+from gpurl.envs.marinenav.currents import rankine_velocity
+from gpurl.envs.marinenav.curriculum import CURRICULUM, stage_at, stage_table
+from gpurl.envs.marinenav.dynamics import fossen_substeps
+from gpurl.envs.marinenav.perception import (
+    MAX_OBJECTS,
+    perceive,
+    sample_from_table,
+    vonmises_quantile_table,
+)
+from gpurl.envs.marinenav.reward import colregs_term, step_reward
+from gpurl.envs.marinenav.scenario import sample_scenarios
+from gpurl.errors import ConfigError
+
+SELF_STATE_DIM = 7
+OBJECT_DIM = 5
+
+
+class MarineNavEnv(NativeEnv):
+    """Discrete-action MarineNav (25 actions); see the module docstring for the layout."""
+
+    continuous = False
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        seed: int = 0,
+        stage: int = 0,
+        max_robots: int = 5,
+        max_obstacles: int = 4,
+        num_cores: int = 0,
+        max_episode_steps: int = 1000,
+        perception_noise: bool = True,
+        pool_size: int | None = None,
+        pool_refresh: int | None = None,
+        pool_refresh_every: int = 16,
+        candidates: int = 128,
+    ):
+        super().__init__(num_envs, device, seed)
+        if not 0 <= int(stage) < len(CURRICULUM):
+            raise ConfigError(f"stage must be in [0, {len(CURRICULUM)}), got {stage}")
+        need_r = max(s.robots for s in CURRICULUM)
+        need_k = max(s.obstacles for s in CURRICULUM)
+        if max_robots < need_r or max_obstacles < need_k:
+            raise ConfigError(
+                f"max_robots >= {need_r} and max_obstacles >= {need_k} are needed by the "
+                f"curriculum: set env.max_robots / env.max_obstacles"
+            )
+        self.max_episode_steps = int(max_episode_steps)
+        self.max_robots = int(max_robots)
+        self.max_obstacles = int(max_obstacles)
+        self.num_cores = int(num_cores)
+        self.perception_noise = bool(perception_noise)
+        self.candidates = int(candidates)
+        # Autoreset draws scenarios from a pool refreshed a chunk at a time: sampling a
+        # fresh scenario for every env at every step would cost more than the physics.
+        self.pool_size = int(pool_size or max(1024, 2 * self.num_envs))
+        refresh = pool_refresh or max(64, self.num_envs // 8)
+        self.pool_refresh = min(int(refresh), self.pool_size)
+        self.pool_refresh_every = max(int(pool_refresh_every), 1)
+        self._resets_since_refresh = 0
+        self._pool_cursor = 0
+        self.pool_refreshes = 0  # host counter: pool chunks redrawn so far
+        self.stages = stage_table(self.device)
+        self.stage = torch.tensor(int(stage), device=self.device)
+        self._vonmises = vonmises_quantile_table(device=self.device)
+        self._make_specs()
+        self._allocate()
+        self._fill_pool(0, self.pool_size)
+        self._reset_where(torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
+
+    # -- specs and state ------------------------------------------------------------------
+    def _make_specs(self) -> None:
+        b, r, dev = self.num_envs, self.max_robots, self.device
+        agents = (b, r)
+        flag = Categorical(2, shape=(*agents, 1), dtype=torch.bool, device=dev)
+        self.observation_spec = Composite(
+            agents=Composite(
+                self_state=Unbounded(shape=(*agents, SELF_STATE_DIM), device=dev),
+                objects=Unbounded(shape=(*agents, MAX_OBJECTS, OBJECT_DIM), device=dev),
+                objects_mask=Categorical(
+                    2, shape=(*agents, MAX_OBJECTS), dtype=torch.bool, device=dev
+                ),
+                running=Categorical(2, shape=agents, dtype=torch.bool, device=dev),
+                shape=agents,
+                device=dev,
+            ),
+            shape=(b,),
+            device=dev,
+        )
+        if self.continuous:
+            action = Bounded(-1.0, 1.0, shape=(*agents, 2), device=dev)
+        else:
+            action = Categorical(dyn.NUM_DISCRETE_ACTIONS, shape=agents, device=dev)
+        self.action_spec = Composite(
+            agents=Composite(action=action, shape=agents, device=dev), shape=(b,), device=dev
+        )
+        self.reward_spec = Composite(
+            reward=Unbounded(shape=(b, 1), device=dev),
+            agents=Composite(
+                reward=Unbounded(shape=(*agents, 1), device=dev), shape=agents, device=dev
+            ),
+            shape=(b,),
+            device=dev,
+        )
+        root_flag = Categorical(2, shape=(b, 1), dtype=torch.bool, device=dev)
+        self.done_spec = Composite(
+            done=root_flag.clone(),
+            terminated=root_flag.clone(),
+            truncated=root_flag.clone(),
+            agents=Composite(
+                done=flag.clone(),
+                terminated=flag.clone(),
+                truncated=flag.clone(),
+                shape=agents,
+                device=dev,
+            ),
+            shape=(b,),
+            device=dev,
+        )
+
+    def _allocate(self) -> None:
+        b, r, k, c, dev = (
+            self.num_envs,
+            self.max_robots,
+            self.max_obstacles,
+            self.num_cores,
+            self.device,
+        )
+
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        self.x, self.y, self.yaw = zeros(b, r), zeros(b, r), zeros(b, r)
+        self.vx, self.vy, self.r = zeros(b, r), zeros(b, r), zeros(b, r)
+        self.thrust_l, self.thrust_r = zeros(b, r), zeros(b, r)
+        self.start = zeros(b, r, 2)
+        self.goal = zeros(b, r, 2)
+        self.robot_active = zeros(b, r, dtype=torch.bool)
+        self.collided = zeros(b, r, dtype=torch.bool)
+        self.arrived = zeros(b, r, dtype=torch.bool)
+        self.timed_out = zeros(b, r, dtype=torch.bool)
+        self.obstacle = zeros(b, k, 2)
+        self.obstacle_radius = zeros(b, k)
+        self.obstacle_valid = zeros(b, k, dtype=torch.bool)
+        self.core = zeros(b, c, 2)
+        self.core_gamma = zeros(b, c)
+        self.steps = zeros(b, dtype=torch.int64)
+        self.travel_steps = zeros(b, r, dtype=torch.int64)
+        self.energy = zeros(b, r)
+        self.scenario_stage = zeros(b, dtype=torch.int64)
+
+    # -- curriculum -----------------------------------------------------------------------
+    def set_stage(self, stage: int) -> None:
+        """Fix the curriculum stage (host int) and resample the whole scenario pool."""
+        if not 0 <= int(stage) < len(CURRICULUM):
+            raise ConfigError(f"stage must be in [0, {len(CURRICULUM)}), got {stage}")
+        self.stage = torch.tensor(int(stage), device=self.device)
+        self._fill_pool(0, self.pool_size)
+
+    def set_global_step(self, global_step: torch.Tensor | int) -> None:
+        """Follow the curriculum: the stage of `global_step`, on the device, no host read.
+
+        New scenarios come from the pool, which is refreshed a chunk at a time, so a stage
+        change reaches every reset after pool_size / pool_refresh * pool_refresh_every
+        resets at most.
+        """
+        step = torch.as_tensor(global_step, device=self.device)
+        self.stage = stage_at(step, self.stages["from_step"]).reshape(())
+
+    # -- scenarios ------------------------------------------------------------------------
+    def _sample(self, n: int, stage: torch.Tensor) -> dict[str, torch.Tensor]:
+        stage = stage.expand(n) if stage.dim() == 0 else stage
+        sc = sample_scenarios(
+            self.rng,
+            n,
+            self.stages["robots"][stage],
+            self.stages["obstacles"][stage],
+            self.stages["min_start_goal_dis"][stage],
+            self.max_robots,
+            self.max_obstacles,
+            self.num_cores,
+            self.candidates,
+            self.device,
+        )
+        sc["stage"] = stage.clone()
+        for key, value in self._initial_observation(sc).items():
+            sc["obs_" + key] = value
+        return sc
+
+    def _fill_pool(self, begin: int, count: int) -> None:
+        fresh = self._sample(count, self.stage)
+        if begin == 0 and count == self.pool_size:
+            self.pool = fresh
+            return
+        for key, value in fresh.items():
+            self.pool[key][begin : begin + count] = value
+
+    def _refresh_pool_chunk(self) -> None:
+        # host-side counters only: which chunk to redraw is a Python int
+        begin = self._pool_cursor
+        count = min(self.pool_refresh, self.pool_size - begin)
+        self._fill_pool(begin, count)
+        self._pool_cursor = (begin + count) % self.pool_size
+        self.pool_refreshes += 1
+
+    def load_scenarios(self, scenarios: dict[str, torch.Tensor]) -> None:
+        """Start every env on the given scenarios ([num_envs, ...] each), e.g. the eval set."""
+        sc = {k: v.to(self.device) for k, v in scenarios.items()}
+        n = sc["start"].shape[0]
+        if n != self.num_envs:
+            raise ConfigError(f"{n} scenarios for {self.num_envs} envs: make them equal")
+        self._apply(sc, torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
+
+    def _apply(self, sc: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
+        m = mask.reshape(-1, 1)
+        m3 = m.unsqueeze(-1)
+        self.start = torch.where(m3, sc["start"], self.start)
+        self.goal = torch.where(m3, sc["goal"], self.goal)
+        self.x = torch.where(m, sc["start"][..., 0], self.x)
+        self.y = torch.where(m, sc["start"][..., 1], self.y)
+        self.yaw = torch.where(m, sc["yaw"], self.yaw)
+        self.robot_active = torch.where(m, sc["robot_active"], self.robot_active)
+        self.obstacle = torch.where(m3, sc["obstacle"], self.obstacle)
+        self.obstacle_radius = torch.where(m, sc["obstacle_radius"], self.obstacle_radius)
+        self.obstacle_valid = torch.where(m, sc["obstacle_valid"], self.obstacle_valid)
+        if self.num_cores > 0:
+            self.core = torch.where(m3, sc["core"], self.core)
+            self.core_gamma = torch.where(m, sc["core_gamma"], self.core_gamma)
+        self.scenario_stage = torch.where(mask, sc["stage"], self.scenario_stage)
+        keep = ~m
+        for name in ("vx", "vy", "r", "thrust_l", "thrust_r", "energy"):
+            setattr(self, name, getattr(self, name) * keep)
+        for name in ("collided", "arrived", "timed_out"):
+            setattr(self, name, getattr(self, name) & keep)
+        self.travel_steps = self.travel_steps * keep
+        self.steps = torch.where(mask, 0, self.steps)
+
+    def _reset_where(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        self._resets_since_refresh += 1
+        if self._resets_since_refresh >= self.pool_refresh_every:
+            self._resets_since_refresh = 0
+            self._refresh_pool_chunk()
+        idx = torch.randint(
+            self.pool_size, (self.num_envs,), generator=self.rng, device=self.device
+        )
+        drawn = {k: v[idx] for k, v in self.pool.items()}
+        self._apply(drawn, mask)
+        return drawn
+
+    def _reset_all_fresh(self) -> None:
+        """Full reset with freshly drawn scenarios (no pool draw: no repeats across envs)."""
+        ones = torch.ones(self.batch_size, dtype=torch.bool, device=self.device)
+        self._apply(self._sample(self.num_envs, self.stage), ones)
+
+    # -- the step ---------------------------------------------------------------------------
+    def _current(self):
+        if self.num_cores == 0:
+            return None
+        core, gamma = self.core, self.core_gamma
+        return lambda x, y: rankine_velocity(x, y, core, gamma)
+
+    def _rates(self, action: torch.Tensor) -> torch.Tensor:
+        if self.continuous:
+            return dyn.continuous_rates(action.reshape(self.num_envs, self.max_robots, 2))
+        return dyn.discrete_rates(action.reshape(self.num_envs, self.max_robots))
+
+    def _advance(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        running = self._running()
+        rates = self._rates(action)
+        tl = torch.where(
+            running,
+            (self.thrust_l + rates[..., 0] * dyn.ACTION_TIME).clamp(dyn.THRUST_MIN, dyn.THRUST_MAX),
+            self.thrust_l,
+        )
+        tr = torch.where(
+            running,
+            (self.thrust_r + rates[..., 1] * dyn.ACTION_TIME).clamp(dyn.THRUST_MIN, dyn.THRUST_MAX),
+            self.thrust_r,
+        )
+        self.thrust_l, self.thrust_r = tl, tr
+        gx, gy = self.goal[..., 0], self.goal[..., 1]
+        dist_before = torch.hypot(gx - self.x, gy - self.y)
+        current = self._current()
+        nx, ny, nyaw, nvx, nvy, nr = fossen_substeps(
+            self.x, self.y, self.yaw, self.vx, self.vy, self.r, tl, tr, current
+        )
+        self.x = torch.where(running, nx, self.x)
+        self.y = torch.where(running, ny, self.y)
+        self.yaw = torch.where(running, nyaw, self.yaw)
+        self.vx = torch.where(running, nvx, self.vx)
+        self.vy = torch.where(running, nvy, self.vy)
+        self.r = torch.where(running, nr, self.r)
+        dist_after = torch.hypot(gx - self.x, gy - self.y)
+
+        # collision (true positions) against running robots and obstacles, and arrival
+        rr = dyn.ROBOT_RADIUS
+        dxr = self.x.unsqueeze(-1) - self.x.unsqueeze(-2)
+        dyr = self.y.unsqueeze(-1) - self.y.unsqueeze(-2)
+        close = (dxr * dxr + dyr * dyr) <= (2 * rr) ** 2
+        others = running.unsqueeze(-2) & ~torch.eye(
+            self.max_robots, dtype=torch.bool, device=self.device
+        )
+        hit_robot = (close & others).any(-1)
+        dxo = self.x.unsqueeze(-1) - self.obstacle[..., 0].unsqueeze(-2)
+        dyo = self.y.unsqueeze(-1) - self.obstacle[..., 1].unsqueeze(-2)
+        reach = (self.obstacle_radius + rr).unsqueeze(-2)
+        hit_obstacle = (
+            (dxo * dxo + dyo * dyo <= reach * reach) & self.obstacle_valid.unsqueeze(-2)
+        ).any(-1)
+        collided_now = running & (hit_robot | hit_obstacle)
+        arrived_now = running & ~collided_now & (dist_after <= dyn.GOAL_RADIUS)
+        self.collided = self.collided | collided_now
+        self.arrived = self.arrived | arrived_now
+
+        self.steps = self.steps + 1
+        self.travel_steps = self.travel_steps + running
+        self.energy = self.energy + running * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME)
+
+        obs = self._observation()
+        ego_u = obs["agents", "self_state"][..., 2]
+        ego_v = obs["agents", "self_state"][..., 3]
+        colregs = colregs_term(
+            obs["agents", "objects"], obs["agents", "objects_mask"], ego_u, ego_v, rr
+        )
+        reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, running)
+
+        still = obs["agents", "running"]
+        all_stopped = ~still.any(-1, keepdim=True)
+        truncated = (self.steps >= self.max_episode_steps).unsqueeze(-1) & ~all_stopped
+        stopped_now = collided_now | arrived_now
+        robot_truncated = running & ~stopped_now & truncated
+        self.timed_out = self.timed_out | robot_truncated
+        return {
+            "obs": obs,
+            "reward": reward.sum(-1, keepdim=True),
+            "terminated": all_stopped,
+            "truncated": truncated,
+            "robot_reward": reward.unsqueeze(-1),
+            "robot_terminated": stopped_now.unsqueeze(-1),
+            "robot_truncated": robot_truncated.unsqueeze(-1),
+        }
+
+    def _observe(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        yaw: torch.Tensor,
+        vx: torch.Tensor,
+        vy: torch.Tensor,
+        r: torch.Tensor,
+        thrust_l: torch.Tensor,
+        thrust_r: torch.Tensor,
+        goal: torch.Tensor,
+        running: torch.Tensor,
+        obstacle: torch.Tensor,
+        obstacle_radius: torch.Tensor,
+        obstacle_valid: torch.Tensor,
+        core: torch.Tensor,
+        core_gamma: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """Observation entries for any batch of states [n, R] (the envs, or pool scenarios)."""
+        n = x.shape[0]
+        c, s = torch.cos(yaw), torch.sin(yaw)
+        if self.num_cores > 0:
+            cx, cy = rankine_velocity(x, y, core, core_gamma)
+            vx, vy = vx + cx, vy + cy
+        dgx, dgy = goal[..., 0] - x, goal[..., 1] - y
+        self_state = torch.stack(
+            (
+                torch.addcmul(c * dgx, s, dgy),
+                torch.addcmul(c * dgy, s, dgx, value=-1.0),
+                torch.addcmul(c * vx, s, vy),
+                torch.addcmul(c * vy, s, vx, value=-1.0),
+                r,
+                thrust_l,
+                thrust_r,
+            ),
+            dim=-1,
+        )
+        noise = None
+        if self.perception_noise:
+            shape = (self.max_robots + self.max_obstacles, n, self.max_robots)
+            noise = {
+                "pos": torch.randn((*shape, 2), generator=self.rng, device=self.device),
+                "vel": torch.randn(
+                    (MAX_OBJECTS, n, self.max_robots, 2), generator=self.rng, device=self.device
+                ),
+                "ang": sample_from_table(self._vonmises, shape, self.rng),
+            }
+        objects, mask = perceive(
+            x,
+            y,
+            c,
+            s,
+            vx,
+            vy,
+            running,
+            dyn.ROBOT_RADIUS,
+            obstacle,
+            obstacle_radius,
+            obstacle_valid,
+            noise,
+        )
+        return {
+            "self_state": self_state,
+            "objects": objects,
+            "objects_mask": mask,
+            "running": running,
+        }
+
+    def _running(self) -> torch.Tensor:
+        return self.robot_active & ~(self.collided | self.arrived)
+
+    def _observation(self) -> TensorDict:
+        entries = self._observe(
+            self.x,
+            self.y,
+            self.yaw,
+            self.vx,
+            self.vy,
+            self.r,
+            self.thrust_l,
+            self.thrust_r,
+            self.goal,
+            self._running(),
+            self.obstacle,
+            self.obstacle_radius,
+            self.obstacle_valid,
+            self.core,
+            self.core_gamma,
+        )
+        return self._wrap(entries)
+
+    def _wrap(self, entries: dict[str, torch.Tensor]) -> TensorDict:
+        agents = TensorDict(
+            entries, batch_size=(self.num_envs, self.max_robots), device=self.device
+        )
+        return TensorDict({"agents": agents}, batch_size=self.batch_size, device=self.device)
+
+    def _initial_observation(self, sc: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What a robot perceives at the start of scenario(s) `sc` (at rest, thrust 0)."""
+        z = torch.zeros_like(sc["yaw"])
+        return self._observe(
+            sc["start"][..., 0],
+            sc["start"][..., 1],
+            sc["yaw"],
+            z,
+            z,
+            z,
+            z,
+            z,
+            sc["goal"],
+            sc["robot_active"],
+            sc["obstacle"],
+            sc["obstacle_radius"],
+            sc["obstacle_valid"],
+            sc["core"],
+            sc["core_gamma"],
+        )
+
+    # -- TorchRL face -------------------------------------------------------------------
+    def _done_entries(self, out: dict) -> TensorDict:
+        """The step's observation TensorDict with root and per-robot reward/done entries."""
+        td = out["obs"]
+        td.set("reward", out["reward"])
+        td.set("terminated", out["terminated"])
+        td.set("truncated", out["truncated"])
+        td.set("done", out["terminated"] | out["truncated"])
+        agents = td.get("agents")
+        agents.set("reward", out["robot_reward"])
+        agents.set("terminated", out["robot_terminated"])
+        agents.set("truncated", out["robot_truncated"])
+        agents.set("done", out["robot_terminated"] | out["robot_truncated"])
+        return td
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            self._reset_all_fresh()
+        else:
+            self._reset_where(mask.reshape(self.batch_size))
+        td = self._observation()
+        zeros = torch.zeros((self.num_envs, 1), dtype=torch.bool, device=self.device)
+        azeros = torch.zeros(
+            (self.num_envs, self.max_robots, 1), dtype=torch.bool, device=self.device
+        )
+        td.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
+        agents = td.get("agents")
+        agents.update({"done": azeros, "terminated": azeros.clone(), "truncated": azeros.clone()})
+        return td
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self._done_entries(self._advance(tensordict.get(("agents", "action"))))
+
+    # -- lean face ------------------------------------------------------------------------
+    def lean_reset(self) -> TensorDict:
+        self._reset_all_fresh()
+        return self._observation()
+
+    def lean_step(self, action: torch.Tensor) -> tuple[TensorDict, TensorDict]:
+        """Step with actions [B, R] (or [B, R, 2]); reset done envs under a mask.
+
+        `next` carries the observation this step reached, root and per-robot reward and
+        done flags; `obs` is what to act on next, already reset where the env was done.
+        """
+        if isinstance(action, TensorDictBase):
+            action = action.get(("agents", "action"))
+        out = self._advance(action)
+        nxt = self._done_entries(out)
+        done = nxt.get("done").reshape(self.batch_size)
+        drawn = self._reset_where(done)
+        # Envs that go on act on the observation they just reached; reset envs on the
+        # initial observation stored with their scenario (no second perception pass).
+        nobs = out["obs"].get("agents")
+        entries = {}
+        for key in ("self_state", "objects", "objects_mask", "running"):
+            fresh, cur = drawn["obs_" + key], nobs.get(key)
+            m = done.view(-1, *([1] * (cur.dim() - 1)))
+            if cur.dtype == torch.bool:
+                entries[key] = (fresh & m) | (cur & ~m)
+            else:  # exact for a 0/1 mask and finite values, and cheaper than torch.where
+                w = m.to(cur.dtype)
+                entries[key] = torch.addcmul(cur * (1.0 - w), fresh, w)
+        return nxt, self._wrap(entries)
+
+    def episode_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-env outcome of the current episodes (device tensors, read when you need)."""
+        active = self.robot_active
+        success = (self.arrived | ~active).all(-1) & active.any(-1)
+        return {
+            "stage": self.scenario_stage,
+            "robots": active.sum(-1),
+            "success": success,
+            "collisions": (self.collided & active).sum(-1),
+            "timeouts": (self.timed_out & active).sum(-1),
+            "finished": ~(active & ~(self.collided | self.arrived)).any(-1),
+            "travel_time": (self.travel_steps * active).sum(-1)
+            * dyn.ACTION_TIME
+            / active.sum(-1).clamp_min(1),
+            "energy": (self.energy * active).sum(-1) / active.sum(-1).clamp_min(1),
+            "steps": self.steps,
+        }
+
+
+class MarineNavContinuousEnv(MarineNavEnv):
+    """MarineNav with 2 continuous actions in [-1, 1] (x 1000 N/s thrust-change rates)."""
+
+    continuous = True
