@@ -78,3 +78,40 @@ def test_lean_collector_batches_are_consecutive_transitions():
         assert same[not_done].all()
     boundary_same = (first["next", "observation"][:, -1] == second["observation"][:, 0]).all(-1)
     assert boundary_same[~first["next", "done"][:, -1, 0]].all()
+
+
+class CurriculumProbe(CartPoleEnv):
+    """CartPole that records the global steps a trainer hands to envs with a curriculum."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+
+    def set_global_step(self, step):
+        self.seen.append(step)
+
+
+def test_trainer_hands_its_frame_count_to_envs_with_a_curriculum(tmp_path, monkeypatch):
+    from gpurl.envs import NATIVE_ENVS
+    from gpurl.train import build, load_config
+
+    monkeypatch.setitem(NATIVE_ENVS, "curriculum_probe", CurriculumProbe)
+    cfg = load_config(
+        [
+            "env=cartpole",
+            "env.name=curriculum_probe",
+            "env.num_envs=4",
+            "env.eval_envs=2",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=16",
+            "trainer.batch_size=8",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    trainer = build(cfg, tmp_path)
+    for _ in range(3):
+        trainer.iteration()
+    # before each batch: the frames collected so far (host ints, nothing read back)
+    assert trainer.env.seen == [0, 8, 16]
+    assert all(type(s) is int for s in trainer.env.seen)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from torchrl.data import Composite
+
 from gpurl.agents.base import Agent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
@@ -21,4 +23,11 @@ def make_agent(agent_cfg, observation_spec, action_spec, device, random_frames: 
     name = agent_cfg["name"]
     if name not in AGENTS:
         raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
+    if isinstance(action_spec, Composite) and "agents" in action_spec.keys():
+        # one shared policy over a robots dimension: IQN, AC-IQN and Rainbow, not built yet
+        raise ConfigError(
+            f"agent={name} acts for one agent per env, and this env's actions are a "
+            f"multi-robot ('agents', 'action') group: no multi-robot agent exists yet; drive "
+            f"the env from Python (gpurl.envs.marinenav, tools/eval_marinenav.py) meanwhile"
+        )
     return AGENTS[name](agent_cfg, observation_spec, action_spec, device, random_frames)

@@ -47,10 +47,14 @@ class OffPolicyTrainer:
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
+        # Envs with a curriculum (MarineNav) follow the trainer's frame count.
+        self.curriculum = getattr(env, "set_global_step", None)
 
     # -- the hot path -----------------------------------------------------------------------
     def iteration(self) -> None:
         """Collect one batch, store it, and run the updates it pays for. No host reads."""
+        if self.curriculum is not None:
+            self.curriculum(self.frames)  # a host int: nothing is read back
         batch = self.collector.rollout()
         self.frames += batch.numel()
         self.tracker.update(batch)

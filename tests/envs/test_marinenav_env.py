@@ -8,9 +8,15 @@ from torchrl.envs.utils import check_env_specs
 
 from gpurl.envs import make_env
 from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
-from gpurl.envs.marinenav.curriculum import CURRICULUM, stage_at, stage_table
+from gpurl.envs.marinenav.curriculum import (
+    CURRICULUM,
+    Stage,
+    parse_curriculum,
+    stage_at,
+    stage_table,
+)
 from gpurl.envs.marinenav.dynamics import GOAL_RADIUS, ROBOT_RADIUS
-from gpurl.envs.marinenav.evaluation import evaluation_scenarios, run_episodes
+from gpurl.envs.marinenav.evaluation import evaluation_scenarios, make_eval_env, run_episodes
 from gpurl.envs.marinenav.scripted import RandomPolicy, ScriptedPolicy
 from gpurl.errors import ConfigError
 from gpurl.utils.host_reads import count_host_reads
@@ -180,6 +186,73 @@ def test_curriculum_stage_follows_global_step():
     assert (env.pool["obstacle_valid"].sum(-1) == 3).all()
 
 
+def test_curriculum_host_step_and_starting_stage():
+    env = MarineNavEnv(num_envs=4, stage=0, **SMALL)
+    # the trainer passes its frame count as a host int: same stages, no tensor per call
+    for step, stage in [(0, 0), (999_999, 0), (1_000_000, 1), (4_999_999, 4), (7_000_000, 5)]:
+        env.set_global_step(step)
+        assert env.stage.item() == stage
+    # an env built at stage 2 starts the curriculum there: global step 0 is 2M
+    env = MarineNavEnv(num_envs=4, stage=2, **SMALL)
+    env.set_global_step(0)
+    assert env.stage.item() == 2
+    env.set_global_step(1_000_000)
+    assert env.stage.item() == 3
+    env.set_global_step(torch.tensor(1_000_000))
+    assert env.stage.item() == 3
+
+
+CUSTOM = [
+    {"from_step": 0, "robots": 2, "obstacles": 1, "min_start_goal_dis": 20.0},
+    {"from_step": 500, "robots": 4, "obstacles": 3, "min_start_goal_dis": 25.0},
+]
+
+
+def test_curriculum_from_config_rows():
+    env = MarineNavEnv(num_envs=6, curriculum=CUSTOM, **SMALL)
+    assert env.curriculum == (Stage(0, 2, 1, 20.0), Stage(500, 4, 3, 25.0))
+    assert env.robot_active.sum(-1).tolist() == [2] * 6
+    assert env.obstacle_valid.sum(-1).tolist() == [1] * 6
+    env.set_global_step(499)
+    assert env.stage.item() == 0
+    env.set_global_step(500)
+    env._fill_pool(0, env.pool_size)  # what the chunked refresh does over time
+    env.lean_reset()
+    assert env.robot_active.sum(-1).tolist() == [4] * 6
+    assert env.obstacle_valid.sum(-1).tolist() == [3] * 6
+    # the evaluation set follows the curriculum: 10 episodes per stage
+    sc = evaluation_scenarios(curriculum=env.curriculum)
+    assert sc["stage"].tolist() == [0] * 10 + [1] * 10
+    assert sc["robot_active"].sum(-1).tolist() == [2] * 10 + [4] * 10
+    assert make_eval_env(curriculum=CUSTOM).num_envs == 20
+    # the default config carries the paper's table
+    from gpurl.train import load_config
+
+    rows = load_config(["env=marinenav_continuous"]).env.curriculum
+    assert parse_curriculum(rows) == CURRICULUM
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([], "non-empty list"),
+        ({"from_step": 0}, "non-empty list"),
+        ([{"from_step": 0, "robots": 3}], r"curriculum\[0\] needs exactly the keys"),
+        ([{**CUSTOM[0], "from_step": 10}], r"curriculum\[0\].from_step must be 0"),
+        ([CUSTOM[0], {**CUSTOM[1], "from_step": 0}], "must increase"),
+        ([{**CUSTOM[0], "robots": 0}], "robots must be >= 1"),
+        ([{**CUSTOM[0], "min_start_goal_dis": 80.0}], "min_start_goal_dis must be in"),
+    ],
+)
+def test_curriculum_rows_are_checked(rows, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_curriculum(rows)
+    with pytest.raises(ConfigError, match="max_robots >= 6"):
+        MarineNavEnv(num_envs=1, curriculum=[{**CUSTOM[0], "robots": 6}])
+    with pytest.raises(ConfigError, match=r"env.stage must be in \[0, 2\)"):
+        MarineNavEnv(num_envs=1, stage=2, curriculum=CUSTOM)
+
+
 def test_evaluation_set_is_fixed_and_valid():
     a, b = evaluation_scenarios(), evaluation_scenarios()
     assert a.keys() == b.keys()
@@ -224,14 +297,17 @@ def test_scripted_policy_beats_random_on_stage_0():
 @pytest.mark.parametrize("device", devices())
 def test_no_host_reads_during_lean_step(device):
     env = MarineNavEnv(
-        num_envs=4, stage=5, device=device, max_episode_steps=5, pool_refresh_every=3, **SMALL
+        num_envs=4, stage=3, device=device, max_episode_steps=5, pool_refresh_every=3, **SMALL
     )
     env.lean_reset()
     a = torch.zeros(4, 5, dtype=torch.long, device=device)
     env.lean_step(a)
     refreshes = env.pool_refreshes
     with count_host_reads() as reads:
-        for _ in range(10):  # crosses timeout resets and pool refreshes
+        for t in range(10):  # crosses timeout resets and pool refreshes
+            env.set_global_step(t * 600_000)  # as the trainer does: stages 3, 4, 5
             env.lean_step(a)
+        env.set_global_step(torch.tensor(3_000_000, device=device))
+        env.lean_step(a)
     assert reads.count == 0, reads.report()
     assert env.pool_refreshes >= refreshes + 3

@@ -167,12 +167,18 @@ def test_perception_noise_model():
     assert abs(ang.mean().item()) < 0.02
     # E[cos] for VonMises(0, 1) is I1(1) / I0(1) = 0.4464
     assert torch.cos(ang).mean().item() == pytest.approx(0.4464, abs=0.01)
+    # the table indices (four 16-bit lanes per random word) are uniform in every lane
+    ramp = torch.arange(65536, dtype=torch.float32)
+    idx = sample_from_table(ramp, (4, 50_000), torch.Generator().manual_seed(2))
+    lanes = idx.reshape(-1, 4) / 65535.0
+    assert lanes.mean(0).tolist() == pytest.approx([0.5] * 4, abs=0.01)
+    assert lanes.var(0).tolist() == pytest.approx([1 / 12] * 4, abs=0.005)
     x, y, c, s, vx, vy, vis, obs, rad, valid = _scene()
     n = 5 + 4
     gen = torch.Generator().manual_seed(1)
     noise = {
-        "pos": torch.randn((n, 1, 5, 2), generator=gen),
-        "vel": torch.randn((5, 1, 5, 2), generator=gen),
+        "pos": torch.randn((2, n, 1, 5), generator=gen),
+        "vel": torch.randn((2, 5, 1, 5), generator=gen),
         "ang": sample_from_table(table, (n, 1, 5), gen),
     }
     objects, mask = perceive(x, y, c, s, vx, vy, vis, dyn.ROBOT_RADIUS, obs, rad, valid, noise)

@@ -27,18 +27,19 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
-from gpurl.envs.base import NativeEnv
+from gpurl.envs.base import NativeEnv, fast_tensordict
 from gpurl.envs.marinenav import dynamics as dyn
 from gpurl.envs.marinenav.currents import rankine_velocity
-from gpurl.envs.marinenav.curriculum import CURRICULUM, stage_at, stage_table
+from gpurl.envs.marinenav.curriculum import parse_curriculum, stage_at, stage_table
 from gpurl.envs.marinenav.dynamics import fossen_substeps
 from gpurl.envs.marinenav.perception import (
     MAX_OBJECTS,
-    perceive,
+    perceive_planes,
+    planes_to_objects,
     sample_from_table,
     vonmises_quantile_table,
 )
-from gpurl.envs.marinenav.reward import colregs_term, step_reward
+from gpurl.envs.marinenav.reward import colregs_planes, step_reward
 from gpurl.envs.marinenav.scenario import sample_scenarios
 from gpurl.errors import ConfigError
 
@@ -66,12 +67,13 @@ class MarineNavEnv(NativeEnv):
         pool_refresh: int | None = None,
         pool_refresh_every: int = 16,
         candidates: int = 128,
+        curriculum=None,
     ):
         super().__init__(num_envs, device, seed)
-        if not 0 <= int(stage) < len(CURRICULUM):
-            raise ConfigError(f"stage must be in [0, {len(CURRICULUM)}), got {stage}")
-        need_r = max(s.robots for s in CURRICULUM)
-        need_k = max(s.obstacles for s in CURRICULUM)
+        self.curriculum = parse_curriculum(curriculum)
+        self._check_stage(stage)
+        need_r = max(s.robots for s in self.curriculum)
+        need_k = max(s.obstacles for s in self.curriculum)
         if max_robots < need_r or max_obstacles < need_k:
             raise ConfigError(
                 f"max_robots >= {need_r} and max_obstacles >= {need_k} are needed by the "
@@ -92,8 +94,11 @@ class MarineNavEnv(NativeEnv):
         self._resets_since_refresh = 0
         self._pool_cursor = 0
         self.pool_refreshes = 0  # host counter: pool chunks redrawn so far
-        self.stages = stage_table(self.device)
+        self.stages = stage_table(self.device, self.curriculum)
         self.stage = torch.tensor(int(stage), device=self.device)
+        self._host_stage = int(stage)  # the stage last set from the host, None if unknown
+        # the curriculum starts at `stage`: global steps count from that stage's first step
+        self.step_offset = self.curriculum[int(stage)].from_step
         self._vonmises = vonmises_quantile_table(device=self.device)
         self._make_specs()
         self._allocate()
@@ -183,21 +188,42 @@ class MarineNavEnv(NativeEnv):
 
     # -- curriculum -----------------------------------------------------------------------
     def set_stage(self, stage: int) -> None:
-        """Fix the curriculum stage (host int) and resample the whole scenario pool."""
-        if not 0 <= int(stage) < len(CURRICULUM):
-            raise ConfigError(f"stage must be in [0, {len(CURRICULUM)}), got {stage}")
+        """Jump to a curriculum stage (host int) and resample the whole scenario pool; a
+        later set_global_step follows the curriculum again."""
+        self._check_stage(stage)
         self.stage = torch.tensor(int(stage), device=self.device)
+        self._host_stage = int(stage)
         self._fill_pool(0, self.pool_size)
 
+    def _check_stage(self, stage: int) -> None:
+        if not 0 <= int(stage) < len(self.curriculum):
+            raise ConfigError(
+                f"env.stage must be in [0, {len(self.curriculum)}) (the curriculum's stages), "
+                f"got {stage}"
+            )
+
     def set_global_step(self, global_step: torch.Tensor | int) -> None:
-        """Follow the curriculum: the stage of `global_step`, on the device, no host read.
+        """Follow the curriculum: the stage of `global_step` (plus the first step of the
+        stage the env was built with), without a host read.
+
+        A tensor step is mapped to its stage on the device. A host int (the trainer's
+        frame count) is mapped on the host, and the device stage is written in place
+        only when it changes: no transfer per call.
 
         New scenarios come from the pool, which is refreshed a chunk at a time, so a stage
         change reaches every reset after pool_size / pool_refresh * pool_refresh_every
         resets at most.
         """
-        step = torch.as_tensor(global_step, device=self.device)
-        self.stage = stage_at(step, self.stages["from_step"]).reshape(())
+        if isinstance(global_step, torch.Tensor):
+            step = global_step.to(self.device) + self.step_offset
+            self.stage = stage_at(step, self.stages["from_step"]).reshape(())
+            self._host_stage = None
+            return
+        step = int(global_step) + self.step_offset
+        stage = sum(s.from_step <= step for s in self.curriculum) - 1
+        if stage != self._host_stage:
+            self.stage.fill_(max(stage, 0))
+            self._host_stage = stage
 
     # -- scenarios ------------------------------------------------------------------------
     def _sample(self, n: int, stage: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -275,7 +301,8 @@ class MarineNavEnv(NativeEnv):
         idx = torch.randint(
             self.pool_size, (self.num_envs,), generator=self.rng, device=self.device
         )
-        drawn = {k: v[idx] for k, v in self.pool.items()}
+        # index_select, not v[idx]: ~6x cheaper on CPU for these row gathers
+        drawn = {k: v.index_select(0, idx) for k, v in self.pool.items()}
         self._apply(drawn, mask)
         return drawn
 
@@ -348,15 +375,14 @@ class MarineNavEnv(NativeEnv):
         self.travel_steps = self.travel_steps + running
         self.energy = self.energy + running * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME)
 
-        obs = self._observation()
-        ego_u = obs["agents", "self_state"][..., 2]
-        ego_v = obs["agents", "self_state"][..., 3]
-        colregs = colregs_term(
-            obs["agents", "objects"], obs["agents", "objects_mask"], ego_u, ego_v, rr
-        )
+        entries, (planes, plane_mask) = self._observe_state()
+        ego_u, ego_v = entries["self_state"][..., 2], entries["self_state"][..., 3]
+        # on the objects-first planes: contiguous operands, the ego [B, R] broadcasts
+        colregs = colregs_planes(*planes, plane_mask, ego_u, ego_v, rr)
+        obs = self._wrap(entries)
         reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, running)
 
-        still = obs["agents", "running"]
+        still = entries["running"]
         all_stopped = ~still.any(-1, keepdim=True)
         truncated = (self.steps >= self.max_episode_steps).unsqueeze(-1) & ~all_stopped
         stopped_now = collided_now | arrived_now
@@ -389,8 +415,9 @@ class MarineNavEnv(NativeEnv):
         obstacle_valid: torch.Tensor,
         core: torch.Tensor,
         core_gamma: torch.Tensor,
-    ) -> dict[str, torch.Tensor]:
-        """Observation entries for any batch of states [n, R] (the envs, or pool scenarios)."""
+    ) -> tuple[dict[str, torch.Tensor], tuple]:
+        """Observation entries for any batch of states [n, R] (the envs, or pool scenarios),
+        and perception's objects-first planes ((p_x, p_y, v_x, v_y, r_hat), mask)."""
         n = x.shape[0]
         c, s = torch.cos(yaw), torch.sin(yaw)
         if self.num_cores > 0:
@@ -413,13 +440,13 @@ class MarineNavEnv(NativeEnv):
         if self.perception_noise:
             shape = (self.max_robots + self.max_obstacles, n, self.max_robots)
             noise = {
-                "pos": torch.randn((*shape, 2), generator=self.rng, device=self.device),
+                "pos": torch.randn((2, *shape), generator=self.rng, device=self.device),
                 "vel": torch.randn(
-                    (MAX_OBJECTS, n, self.max_robots, 2), generator=self.rng, device=self.device
+                    (2, MAX_OBJECTS, n, self.max_robots), generator=self.rng, device=self.device
                 ),
                 "ang": sample_from_table(self._vonmises, shape, self.rng),
             }
-        objects, mask = perceive(
+        planes, plane_mask = perceive_planes(
             x,
             y,
             c,
@@ -433,18 +460,24 @@ class MarineNavEnv(NativeEnv):
             obstacle_valid,
             noise,
         )
-        return {
+        objects, mask = planes_to_objects(planes, plane_mask)
+        entries = {
             "self_state": self_state,
             "objects": objects,
             "objects_mask": mask,
             "running": running,
         }
+        return entries, (planes, plane_mask)
 
     def _running(self) -> torch.Tensor:
         return self.robot_active & ~(self.collided | self.arrived)
 
     def _observation(self) -> TensorDict:
-        entries = self._observe(
+        return self._wrap(self._observe_state()[0])
+
+    def _observe_state(self) -> tuple[dict, tuple]:
+        """Observation entries of the envs' current state, and the perception planes."""
+        return self._observe(
             self.x,
             self.y,
             self.yaw,
@@ -461,18 +494,15 @@ class MarineNavEnv(NativeEnv):
             self.core,
             self.core_gamma,
         )
-        return self._wrap(entries)
 
     def _wrap(self, entries: dict[str, torch.Tensor]) -> TensorDict:
-        agents = TensorDict(
-            entries, batch_size=(self.num_envs, self.max_robots), device=self.device
-        )
-        return TensorDict({"agents": agents}, batch_size=self.batch_size, device=self.device)
+        agents = fast_tensordict(entries, torch.Size((self.num_envs, self.max_robots)), self.device)
+        return fast_tensordict({"agents": agents}, self.batch_size, self.device)
 
     def _initial_observation(self, sc: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """What a robot perceives at the start of scenario(s) `sc` (at rest, thrust 0)."""
         z = torch.zeros_like(sc["yaw"])
-        return self._observe(
+        entries, _ = self._observe(
             sc["start"][..., 0],
             sc["start"][..., 1],
             sc["yaw"],
@@ -489,6 +519,7 @@ class MarineNavEnv(NativeEnv):
             sc["core"],
             sc["core_gamma"],
         )
+        return entries
 
     # -- TorchRL face -------------------------------------------------------------------
     def _done_entries(self, out: dict) -> TensorDict:
@@ -550,9 +581,10 @@ class MarineNavEnv(NativeEnv):
             m = done.view(-1, *([1] * (cur.dim() - 1)))
             if cur.dtype == torch.bool:
                 entries[key] = (fresh & m) | (cur & ~m)
-            else:  # exact for a 0/1 mask and finite values, and cheaper than torch.where
-                w = m.to(cur.dtype)
-                entries[key] = torch.addcmul(cur * (1.0 - w), fresh, w)
+            else:
+                # lerp is exact at weights 0 and 1 (it computes end - (end - start) (1 - w)
+                # for w >= 0.5), and 2-4x cheaper than torch.where or a multiply-add blend
+                entries[key] = torch.lerp(cur, fresh, m.to(cur.dtype))
         return nxt, self._wrap(entries)
 
     def episode_metrics(self) -> dict[str, torch.Tensor]:

@@ -1,5 +1,7 @@
 """The fixed evaluation protocol: 60 episodes (10 per curriculum stage) from seed 253.
 
+A custom curriculum (env.curriculum) gets 10 episodes per stage of its own.
+
 The scenarios are drawn once on the CPU from a generator seeded with 253, so they are the
 same on every call and every device; all 60 run side by side, one env each. Perception
 noise is reseeded from the same seed before every evaluation, so an evaluation of a
@@ -14,7 +16,7 @@ reported over successful episodes only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from tensordict import TensorDictBase
@@ -23,6 +25,8 @@ from gpurl.envs.marinenav.curriculum import (
     CURRICULUM,
     EVAL_EPISODES_PER_STAGE,
     EVAL_SEED,
+    Stage,
+    parse_curriculum,
     stage_table,
 )
 from gpurl.envs.marinenav.env import MarineNavEnv
@@ -32,16 +36,21 @@ NUM_EVAL_EPISODES = EVAL_EPISODES_PER_STAGE * len(CURRICULUM)
 
 
 def evaluation_scenarios(
-    max_robots: int = 5, max_obstacles: int = 4, num_cores: int = 0, seed: int = EVAL_SEED
+    max_robots: int = 5,
+    max_obstacles: int = 4,
+    num_cores: int = 0,
+    seed: int = EVAL_SEED,
+    curriculum: Sequence[Stage] = CURRICULUM,
 ) -> dict[str, torch.Tensor]:
-    """The 60 evaluation scenarios (CPU tensors, stage-major: 10 of stage 0, then 1, ...)."""
+    """The evaluation scenarios, 10 per curriculum stage (60 for the default curriculum);
+    CPU tensors, stage-major: 10 of stage 0, then 1, ..."""
     gen = torch.Generator()
     gen.manual_seed(seed)
-    table = stage_table()
-    stage = torch.arange(len(CURRICULUM)).repeat_interleave(EVAL_EPISODES_PER_STAGE)
+    table = stage_table(curriculum=curriculum)
+    stage = torch.arange(len(curriculum)).repeat_interleave(EVAL_EPISODES_PER_STAGE)
     sc = sample_scenarios(
         gen,
-        NUM_EVAL_EPISODES,
+        stage.numel(),
         table["robots"][stage],
         table["obstacles"][stage],
         table["min_start_goal_dis"][stage],
@@ -56,7 +65,8 @@ def evaluation_scenarios(
 def make_eval_env(env_cls=MarineNavEnv, device="cpu", **kwargs) -> MarineNavEnv:
     """An env with one slot per evaluation episode (the pool stays small: it is unused)."""
     kwargs.setdefault("pool_size", 64)
-    return env_cls(num_envs=NUM_EVAL_EPISODES, device=device, **kwargs)
+    stages = len(parse_curriculum(kwargs.get("curriculum")))
+    return env_cls(num_envs=EVAL_EPISODES_PER_STAGE * stages, device=device, **kwargs)
 
 
 @torch.no_grad()

@@ -46,9 +46,21 @@ def vonmises_quantile_table(
 def sample_from_table(
     table: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator
 ) -> torch.Tensor:
-    """Inverse-CDF samples of the distribution whose quantile table is `table`."""
-    idx = torch.randint(table.numel(), shape, generator=generator, device=table.device)
-    return torch.take(table, idx)
+    """Inverse-CDF samples of the distribution whose quantile table is `table`.
+
+    With a 65536-entry table each 64-bit random word gives four 16-bit indices: drawing
+    integers costs the same per call whatever their range, so this is ~2.5x cheaper
+    than one draw per sample. `index_select` gathers ~2x faster than `take` on CPU.
+    """
+    numel = math.prod(shape)
+    if table.numel() == 1 << 16:
+        words = torch.randint(
+            -(1 << 63), (1 << 63) - 1, (-(-numel // 4),), generator=generator, device=table.device
+        )
+        idx = words.view(torch.int16)[:numel].to(torch.int32) & 0xFFFF
+    else:
+        idx = torch.randint(table.numel(), (numel,), generator=generator, device=table.device)
+    return table.index_select(0, idx).view(shape)
 
 
 _ABSENT_KEY = 1000.0  # sort key of an absent object: far beyond range, within packing
@@ -78,7 +90,7 @@ def smallest_k(key: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (best >> bits).to(key.dtype) / _KEY_SCALE - _KEY_OFFSET, idx
 
 
-def perceive(
+def perceive_planes(
     x: torch.Tensor,
     y: torch.Tensor,
     cos_yaw: torch.Tensor,
@@ -91,15 +103,17 @@ def perceive(
     obstacle_radius: torch.Tensor,
     obstacle_valid: torch.Tensor,
     noise: dict[str, torch.Tensor] | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Observed objects [B, R, 5, 5] (p_x, p_y, v_x, v_y, r_hat) and mask [B, R, 5].
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The 5 observed objects as feature planes, objects first: ((p_x, p_y, v_x, v_y,
+    r_hat), mask), each [5, B, R], contiguous, zero where the mask is False.
 
     Robot state tensors are [B, R] (ground velocity in the world frame), obstacles
-    [B, K, 2] / [B, K]. `noise` holds standard normals "pos" [N, B, R, 2] and "vel"
-    [5, B, R, 2], and VonMises draws "ang" [N, B, R] (N = R + K, object first), or None
+    [B, K, 2] / [B, K]. `noise` holds standard normals "pos" [2, N, B, R] and "vel"
+    [2, 5, B, R], and VonMises draws "ang" [N, B, R] (N = R + K, robots first), or None
     for noise-free perception. Velocity noise is added after the selection (it takes no
-    part in it), so only the 5 reported objects draw it. Internally objects are the
-    leading dimension, so the selection runs over contiguous [B, R] columns.
+    part in it), so only the 5 reported objects draw it. Objects are the leading
+    dimension so that the selection and every later op run over contiguous [B, R]
+    columns (on CPU a strided or broadcast operand costs 3-5x a contiguous one).
     """
     b, nr = x.shape
     k = obstacle.shape[1]
@@ -116,36 +130,46 @@ def perceive(
     present = torch.cat((robot_visible, obstacle_valid), 1).t().unsqueeze(-1)  # [N, B, 1]
     absent = (~present).to(x.dtype) * _ABSENT_KEY
     absent = absent + (torch.eye(n, nr, device=x.device) * _ABSENT_KEY).unsqueeze(1)
+    dx, dy = ox - x, oy - y  # world-frame offsets [N, B, R]
     if noise is None:
-        dx = ox - x
-        dy = oy - y
         r_hat = orad.expand(n, b, nr)
     else:
-        pos = noise["pos"] * POS_STD
-        dx = ox + pos[..., 0] - x
-        dy = oy + pos[..., 1] - y
+        pos = noise["pos"]
+        dx.add_(pos[0], alpha=POS_STD)
+        dy.add_(pos[1], alpha=POS_STD)
         r_hat = orad * (RADIUS_MEAN_RATIO + (1 - RADIUS_MEAN_RATIO) / math.pi * noise["ang"])
-    c, s = cos_yaw, sin_yaw
-    px = torch.addcmul(c * dx, s, dy)
-    py = torch.addcmul(c * dy, s, dx, value=-1.0)
-    centre = torch.sqrt(torch.addcmul(px * px, py, py))
-    # surface-distance key (up to the constant r_self); detected <=> centre <= range + r_hat
-    key = centre - r_hat + absent
-    # velocities are rotated (and get their noise) after the selection: only 5 per robot
-    feats = [f.expand(n, b, nr).contiguous() for f in (px, py, ovx, ovy, r_hat)]
+    # Surface-distance key (up to the constant r_self); detected <=> centre <= range +
+    # r_hat. A distance needs no rotation: only the 5 selected objects are turned into
+    # the robot frame, after the selection.
+    key = torch.sqrt(torch.addcmul(dx * dx, dy, dy)).sub_(r_hat).add_(absent)
+    feats = [f.expand(n, b, nr).contiguous() for f in (dx, dy, ovx, ovy, r_hat)]
     if n < MAX_OBJECTS:  # fewer object slots than observation slots: pad with nothing
         pad = key.new_full((MAX_OBJECTS - n, b, nr), _ABSENT_KEY)
         key = torch.cat((key, pad), 0)
         feats = [torch.cat((f, pad), 0) for f in feats]
     key, idx = smallest_k(key, MAX_OBJECTS)  # [5, B, R]
     mask = key <= PERCEPTION_RANGE
-    opx, opy, wvx, wvy, orh = (f.gather(0, idx) for f in feats)
-    if noise is not None:
-        vel = noise["vel"] * VEL_STD
-        wvx = wvx + vel[..., 0]
-        wvy = wvy + vel[..., 1]
+    sdx, sdy, wvx, wvy, orh = (f.gather(0, idx) for f in feats)
+    if noise is not None:  # velocity noise takes no part in the selection
+        vel = noise["vel"]
+        wvx.add_(vel[0], alpha=VEL_STD)
+        wvy.add_(vel[1], alpha=VEL_STD)
+    c, s = cos_yaw, sin_yaw
+    opx = torch.addcmul(c * sdx, s, sdy)
+    opy = torch.addcmul(c * sdy, s, sdx, value=-1.0)
     ovx_r = torch.addcmul(c * wvx, s, wvy)
     ovy_r = torch.addcmul(c * wvy, s, wvx, value=-1.0)
-    keep = mask.to(px.dtype)
-    objects = torch.stack((opx, opy, ovx_r, ovy_r, orh), dim=-1) * keep.unsqueeze(-1)
-    return objects.permute(1, 2, 0, 3).contiguous(), mask.permute(1, 2, 0).contiguous()
+    keep = mask.to(x.dtype)
+    return tuple(f * keep for f in (opx, opy, ovx_r, ovy_r, orh)), mask
+
+
+def planes_to_objects(planes: tuple[torch.Tensor, ...], mask: torch.Tensor):
+    """Observation layout of perceive_planes' output: objects [B, R, 5, 5], mask [B, R, 5]."""
+    objects = torch.stack([p.permute(1, 2, 0) for p in planes], dim=-1)
+    return objects, mask.permute(1, 2, 0).contiguous()
+
+
+def perceive(*args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Observed objects [B, R, 5, 5] (p_x, p_y, v_x, v_y, r_hat) and mask [B, R, 5];
+    the arguments are perceive_planes'."""
+    return planes_to_objects(*perceive_planes(*args, **kwargs))

@@ -48,27 +48,25 @@ def in_colregs_zone(
     """(head_on, crossing) for the ego at (ex, ey) moving along (hx, hy), in the other's frame.
 
     The heading tests compare components instead of calling atan2:
-    |atan2(hy, hx)| > 3 pi / 4  <=>  hx < 0 and |hy| < -hx;
+    |atan2(hy, hx)| > 3 pi / 4  <=>  hx < 0 and |hy| < -hx  <=>  -hx - |hy| > 0;
     atan2(hy, hx) in [pi/4, 3 pi/4]  <=>  hy > 0 and hy >= |hx|.
+    Each zone's inequalities are signed margins folded with minimum, so a zone costs two
+    comparisons: on CPU a comparison on these tensors costs several float ops.
     """
-    head_on = (
-        (ex >= HEAD_ON_X[0])
-        & (ex <= HEAD_ON_X[1])
-        & (ey.abs() <= HEAD_ON_HALF_WIDTH)
-        & (hx < 0)
-        & (hy.abs() < -hx)
+    ey_abs, hx_abs = ey.abs(), hx.abs()
+    head_on_margin = torch.minimum(
+        torch.minimum(ex - HEAD_ON_X[0], HEAD_ON_X[1] - ex), HEAD_ON_HALF_WIDTH - ey_abs
     )
+    head_on = (head_on_margin >= 0) & ((-hx - hy.abs()) > 0)
     x_hi = CROSSING_X[1]
-    in_cut_out = (ey - CUT_OUT_Y) > (CUT_OUT_Y / x_hi) * (ex - x_hi)
-    crossing = (
-        (ex >= CROSSING_X[0])
-        & (ex <= x_hi)
-        & (ey >= CROSSING_Y[0])
-        & (ey <= CROSSING_Y[1])
-        & ~in_cut_out
-        & (hy > 0)
-        & (hy >= hx.abs())
+    # outside the cut-out: y - CUT_OUT_Y <= (CUT_OUT_Y / x_hi) (x - x_hi)
+    cut_out_margin = (CUT_OUT_Y / x_hi) * (ex - x_hi) - (ey - CUT_OUT_Y)
+    box_margin = torch.minimum(
+        torch.minimum(ex - CROSSING_X[0], x_hi - ex),
+        torch.minimum(ey - CROSSING_Y[0], CROSSING_Y[1] - ey),
     )
+    crossing_margin = torch.minimum(torch.minimum(box_margin, cut_out_margin), hy - hx_abs)
+    crossing = (crossing_margin >= 0) & (hy > 0)
     return head_on, crossing
 
 
@@ -80,24 +78,71 @@ def colregs_turn(
     ego_vy: torch.Tensor,
     robot_radius: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(phi, defined): turn from the ego's velocity direction to the avoidance direction.
+    """(phi, t2): turn from the ego's velocity direction to the avoidance direction.
 
     The avoidance direction is the bearing of the object turned by asin(b / d) and by
     atan2(r_self, t), b = r_hat + 1, t = sqrt(d^2 - b^2). The three rotations and the
     ego's are composed as complex products, so one atan2 gives phi in (-pi, pi].
-    `defined` is False where d <= b (the source's asin would be NaN there).
+    t2 = d^2 - b^2 is positive where the turn is defined (d <= b would make the
+    source's asin NaN).
     """
     b = r_hat + 1.0
     d2 = px * px + py * py
     t2 = d2 - b * b
-    t = torch.sqrt(t2.clamp_min(0.0))
+    t2_pos = t2.clamp_min(0.0)
+    # most slots are zero padding (t2 <= 0, masked out below); sqrt of an exact 0 takes a
+    # slow path on CPU (~15x), so the root is taken of at least 1e-30
+    t = torch.sqrt(t2.clamp_min(1e-30))
     # rotation by asin(b/d) then atan2(R, t), up to a positive scale: (t^2 - b R, t (R + b))
-    rot_re = t2.clamp_min(0.0) - b * robot_radius
+    rot_re = t2_pos - b * robot_radius
     rot_im = t * (robot_radius + b)
     re = px * rot_re - py * rot_im
     im = px * rot_im + py * rot_re
     phi = torch.atan2(im * ego_vx - re * ego_vy, re * ego_vx + im * ego_vy)
-    return phi, t2 > 0
+    return phi, t2
+
+
+def colregs_planes(
+    px: torch.Tensor,
+    py: torch.Tensor,
+    vx: torch.Tensor,
+    vy: torch.Tensor,
+    r_hat: torch.Tensor,
+    mask: torch.Tensor,
+    ego_vx: torch.Tensor,
+    ego_vy: torch.Tensor,
+    robot_radius: float,
+) -> torch.Tensor:
+    """COLREGs reward term [...] from observed objects laid out along the first dim
+    ([5, ...], sorted nearest first, robot frame, noisy), one tensor per feature, and
+    the ego's ground velocity in its own frame [...]."""
+    speed2 = torch.addcmul(vx * vx, vy, vy)
+    ego_moving = torch.addcmul(ego_vx * ego_vx, ego_vy, ego_vy) >= COLREGS_MIN_SPEED**2
+    # object frame: x along the object's velocity
+    inv = torch.rsqrt(speed2.clamp_min(1e-12))
+    ca, sa = vx * inv, vy * inv
+    ex = -torch.addcmul(ca * px, sa, py)
+    ey = torch.addcmul(sa * px, ca, py, value=-1.0)
+    hx = torch.addcmul(ca * ego_vx, sa, ego_vy)
+    hy = torch.addcmul(ca * ego_vy, sa, ego_vx, value=-1.0)
+    head_on, crossing = in_colregs_zone(ex, ey, hx, hy)
+    phi, t2 = colregs_turn(px, py, r_hat, ego_vx, ego_vy, robot_radius)
+    # phi > 0 and t2 > 0 (the turn is defined) in one comparison
+    applies = (
+        (head_on | crossing)
+        & mask
+        & (speed2 >= COLREGS_MIN_SPEED**2)
+        & (torch.minimum(phi, t2) > 0)
+    ) & ego_moving
+    # The nearest applicable object (slots are sorted nearest first): the smallest slot
+    # index among the applicable ones, by a min over slot keys pushed past the last slot
+    # where the rule does not apply (argmax over the slots costs 100x a min on CPU).
+    n = phi.shape[0]
+    slot = torch.arange(n, device=phi.device, dtype=phi.dtype).view(n, *([1] * (phi.dim() - 1)))
+    key = torch.addcmul(slot, (~applies).to(phi.dtype), torch.tensor(float(n), device=phi.device))
+    first = key.amin(0, keepdim=True).clamp_max(n - 1).long()
+    phi_first = (phi * applies).gather(0, first).squeeze(0)
+    return COLREGS_PENALTY * phi_first
 
 
 def colregs_term(
@@ -109,31 +154,8 @@ def colregs_term(
 ) -> torch.Tensor:
     """COLREGs reward term [B, R] from observed objects [B, R, 5, 5] (robot frame, noisy)
     and the ego's ground velocity in its own frame [B, R]."""
-    px, py, vx, vy, r_hat = objects.unbind(-1)
-    evx, evy = ego_vx.unsqueeze(-1), ego_vy.unsqueeze(-1)
-    speed2 = torch.addcmul(vx * vx, vy, vy)
-    ego_moving = torch.addcmul(evx * evx, evy, evy) >= COLREGS_MIN_SPEED**2
-    # object frame: x along the object's velocity
-    inv = torch.rsqrt(speed2.clamp_min(1e-12))
-    ca, sa = vx * inv, vy * inv
-    ex = -torch.addcmul(ca * px, sa, py)
-    ey = torch.addcmul(sa * px, ca, py, value=-1.0)
-    hx = torch.addcmul(ca * evx, sa, evy)
-    hy = torch.addcmul(ca * evy, sa, evx, value=-1.0)
-    head_on, crossing = in_colregs_zone(ex, ey, hx, hy)
-    phi, defined = colregs_turn(px, py, r_hat, evx, evy, robot_radius)
-    applies = (
-        (head_on | crossing)
-        & objects_mask
-        & (speed2 >= COLREGS_MIN_SPEED**2)
-        & ego_moving
-        & defined
-        & (phi > 0)
-    )
-    # the nearest applicable object (slots are sorted nearest first)
-    first = torch.argmax(applies.to(torch.uint8), dim=-1, keepdim=True)
-    phi_first = phi.gather(-1, first).squeeze(-1)
-    return torch.where(applies.any(-1), COLREGS_PENALTY * phi_first, 0.0)
+    planes = [p.movedim(-1, 0) for p in objects.unbind(-1)]
+    return colregs_planes(*planes, objects_mask.movedim(-1, 0), ego_vx, ego_vy, robot_radius)
 
 
 def step_reward(
