@@ -14,8 +14,11 @@ curriculum stage), as the old simulator's figure does.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import subprocess
 import time
+from pathlib import Path
 
 import tensordict
 import torch
@@ -71,11 +74,27 @@ def bench(
         if device == "cpu"
         else None,
         "repeats": repeats,
+        "date": datetime.date.today().isoformat(),
+        "commit": _commit(),
         "torch": torch.__version__,
         "torchrl": torchrl.__version__,
         "tensordict": tensordict.__version__,
         "threads": torch.get_num_threads(),
     }
+
+
+def _commit() -> str | None:
+    """The checkout's commit (with "+dirty" for local changes), for the record."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        run = lambda *a: subprocess.run(  # noqa: E731
+            ["git", *a], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        return run("rev-parse", "--short", "HEAD") + (
+            "+dirty" if run("status", "--porcelain", "-uno") else ""
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def main() -> None:
