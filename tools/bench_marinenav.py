@@ -24,6 +24,7 @@ import tensordict
 import torch
 import torchrl
 
+import gpurl
 from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
 
 
@@ -84,8 +85,8 @@ def bench(
 
 
 def _commit() -> str | None:
-    """The checkout's commit (with "+dirty" for local changes), for the record."""
-    root = Path(__file__).resolve().parents[1]
+    """The commit of the gpurl checkout imported (with "+dirty" for local changes)."""
+    root = Path(gpurl.__file__).resolve().parents[1]
     try:
         run = lambda *a: subprocess.run(  # noqa: E731
             ["git", *a], cwd=root, capture_output=True, text=True, check=True
