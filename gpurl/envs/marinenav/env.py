@@ -270,20 +270,23 @@ class MarineNavEnv(NativeEnv):
         self._apply(sc, torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
 
     def _apply(self, sc: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
+        # Float fields blend with lerp (exact at weights 0 and 1, and cheaper than
+        # torch.where on CPU); bool fields with where.
         m = mask.reshape(-1, 1)
-        m3 = m.unsqueeze(-1)
-        self.start = torch.where(m3, sc["start"], self.start)
-        self.goal = torch.where(m3, sc["goal"], self.goal)
-        self.x = torch.where(m, sc["start"][..., 0], self.x)
-        self.y = torch.where(m, sc["start"][..., 1], self.y)
-        self.yaw = torch.where(m, sc["yaw"], self.yaw)
+        w = m.to(self.x.dtype)
+        w3 = w.unsqueeze(-1)
+        self.start = torch.lerp(self.start, sc["start"], w3)
+        self.goal = torch.lerp(self.goal, sc["goal"], w3)
+        self.x = torch.lerp(self.x, sc["start"][..., 0], w)
+        self.y = torch.lerp(self.y, sc["start"][..., 1], w)
+        self.yaw = torch.lerp(self.yaw, sc["yaw"], w)
         self.robot_active = torch.where(m, sc["robot_active"], self.robot_active)
-        self.obstacle = torch.where(m3, sc["obstacle"], self.obstacle)
-        self.obstacle_radius = torch.where(m, sc["obstacle_radius"], self.obstacle_radius)
+        self.obstacle = torch.lerp(self.obstacle, sc["obstacle"], w3)
+        self.obstacle_radius = torch.lerp(self.obstacle_radius, sc["obstacle_radius"], w)
         self.obstacle_valid = torch.where(m, sc["obstacle_valid"], self.obstacle_valid)
         if self.num_cores > 0:
-            self.core = torch.where(m3, sc["core"], self.core)
-            self.core_gamma = torch.where(m, sc["core_gamma"], self.core_gamma)
+            self.core = torch.lerp(self.core, sc["core"], w3)
+            self.core_gamma = torch.lerp(self.core_gamma, sc["core_gamma"], w)
         self.scenario_stage = torch.where(mask, sc["stage"], self.scenario_stage)
         keep = ~m
         for name in ("vx", "vy", "r", "thrust_l", "thrust_r", "energy"):

@@ -63,31 +63,33 @@ def sample_from_table(
     return table.index_select(0, idx).view(shape)
 
 
-_ABSENT_KEY = 1000.0  # sort key of an absent object: far beyond range, within packing
+_ABSENT_KEY = 1000.0  # sort key of an absent object: far beyond range
+# Sort keys are shifted up by this much so that they are positive: a surface distance
+# is at least minus the object's observed radius (at most its radius, a few metres).
 _KEY_OFFSET = 16.0
-_KEY_SCALE = 2.0**17  # keys in [-16, 1008) m compared at 7.6e-6 m resolution
 
 
 def smallest_k(key: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The k smallest entries of key [N, ...] along the FIRST dim, ascending, and indices.
 
-    Returns values and indices [k, ...]. Ties go to the lower index (as a stable sort).
-    For the small N here, a few bubble passes of min/max over packed (key, index) int32
-    columns cost a fraction of torch.topk on CPU. Keys are clamped to [-16, 1008).
+    Keys must be positive float32. Returns values and indices [k, ...]; ties go to the
+    lower index (as a stable sort). The bit pattern of a positive float32 read as an
+    int32 orders as the float does, so each key carries its index in its lowest mantissa
+    bits (keys then compare at 2^-19 relative precision: 1e-4 m at 50 m), and a few
+    bubble passes of min/max over those int32 columns select the k smallest at a
+    fraction of torch.topk's cost on CPU.
     """
     n = key.shape[0]
-    bits = max(n - 1, 1).bit_length()
+    low = (1 << max(n - 1, 1).bit_length()) - 1
     index = torch.arange(n, dtype=torch.int32, device=key.device).view(-1, *([1] * (key.dim() - 1)))
-    scaled = ((key + _KEY_OFFSET).clamp(0.0, 1023.99) * _KEY_SCALE).to(torch.int32)
-    cols = list(((scaled << bits) | index).unbind(0))
+    cols = list(((key.contiguous().view(torch.int32) & ~low) | index).unbind(0))
     for p in range(min(k, n)):
         for j in range(n - 1, p, -1):
             lo = torch.minimum(cols[j - 1], cols[j])
             cols[j] = torch.maximum(cols[j - 1], cols[j])
             cols[j - 1] = lo
     best = torch.stack(cols[:k])
-    idx = (best & ((1 << bits) - 1)).long()
-    return (best >> bits).to(key.dtype) / _KEY_SCALE - _KEY_OFFSET, idx
+    return (best & ~low).view(key.dtype), (best & low).long()
 
 
 def perceive_planes(
@@ -128,7 +130,7 @@ def perceive_planes(
     # absent objects (stopped robots, empty obstacle slots, the observer itself) get a
     # sort key far beyond the range instead of a mask: float adds beat torch.where here
     present = torch.cat((robot_visible, obstacle_valid), 1).t().unsqueeze(-1)  # [N, B, 1]
-    absent = (~present).to(x.dtype) * _ABSENT_KEY
+    absent = (~present).to(x.dtype) * _ABSENT_KEY + _KEY_OFFSET  # and the positive shift
     absent = absent + (torch.eye(n, nr, device=x.device) * _ABSENT_KEY).unsqueeze(1)
     dx, dy = ox - x, oy - y  # world-frame offsets [N, B, R]
     if noise is None:
@@ -138,9 +140,9 @@ def perceive_planes(
         dx.add_(pos[0], alpha=POS_STD)
         dy.add_(pos[1], alpha=POS_STD)
         r_hat = orad * (RADIUS_MEAN_RATIO + (1 - RADIUS_MEAN_RATIO) / math.pi * noise["ang"])
-    # Surface-distance key (up to the constant r_self); detected <=> centre <= range +
-    # r_hat. A distance needs no rotation: only the 5 selected objects are turned into
-    # the robot frame, after the selection.
+    # Surface-distance key (up to the constant r_self, plus _KEY_OFFSET); detected <=>
+    # centre <= range + r_hat. A distance needs no rotation: only the 5 selected
+    # objects are turned into the robot frame, after the selection.
     key = torch.sqrt(torch.addcmul(dx * dx, dy, dy)).sub_(r_hat).add_(absent)
     feats = [f.expand(n, b, nr).contiguous() for f in (dx, dy, ovx, ovy, r_hat)]
     if n < MAX_OBJECTS:  # fewer object slots than observation slots: pad with nothing
@@ -148,7 +150,7 @@ def perceive_planes(
         key = torch.cat((key, pad), 0)
         feats = [torch.cat((f, pad), 0) for f in feats]
     key, idx = smallest_k(key, MAX_OBJECTS)  # [5, B, R]
-    mask = key <= PERCEPTION_RANGE
+    mask = key <= PERCEPTION_RANGE + _KEY_OFFSET
     sdx, sdy, wvx, wvy, orh = (f.gather(0, idx) for f in feats)
     if noise is not None:  # velocity noise takes no part in the selection
         vel = noise["vel"]
