@@ -378,8 +378,7 @@ class MarineNavEnv(NativeEnv):
         self.travel_steps = self.travel_steps + running
         self.energy = self.energy + running * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME)
 
-        entries, (planes, plane_mask) = self._observe_state()
-        ego_u, ego_v = entries["self_state"][..., 2], entries["self_state"][..., 3]
+        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state()
         # on the objects-first planes: contiguous operands, the ego [B, R] broadcasts
         colregs = colregs_planes(*planes, plane_mask, ego_u, ego_v, rr)
         obs = self._wrap(entries)
@@ -420,19 +419,22 @@ class MarineNavEnv(NativeEnv):
         core_gamma: torch.Tensor,
     ) -> tuple[dict[str, torch.Tensor], tuple]:
         """Observation entries for any batch of states [n, R] (the envs, or pool scenarios),
-        and perception's objects-first planes ((p_x, p_y, v_x, v_y, r_hat), mask)."""
+        and what the COLREGs term reads: perception's objects-first planes ((p_x, p_y,
+        v_x, v_y, r_hat), mask) and the ego's ground velocity (u, v) in its own frame."""
         n = x.shape[0]
         c, s = torch.cos(yaw), torch.sin(yaw)
         if self.num_cores > 0:
             cx, cy = rankine_velocity(x, y, core, core_gamma)
             vx, vy = vx + cx, vy + cy
         dgx, dgy = goal[..., 0] - x, goal[..., 1] - y
+        ego_u = torch.addcmul(c * vx, s, vy)
+        ego_v = torch.addcmul(c * vy, s, vx, value=-1.0)
         self_state = torch.stack(
             (
                 torch.addcmul(c * dgx, s, dgy),
                 torch.addcmul(c * dgy, s, dgx, value=-1.0),
-                torch.addcmul(c * vx, s, vy),
-                torch.addcmul(c * vy, s, vx, value=-1.0),
+                ego_u,
+                ego_v,
                 r,
                 thrust_l,
                 thrust_r,
@@ -470,7 +472,7 @@ class MarineNavEnv(NativeEnv):
             "objects_mask": mask,
             "running": running,
         }
-        return entries, (planes, plane_mask)
+        return entries, (planes, plane_mask, ego_u, ego_v)
 
     def _running(self) -> torch.Tensor:
         return self.robot_active & ~(self.collided | self.arrived)
@@ -479,7 +481,7 @@ class MarineNavEnv(NativeEnv):
         return self._wrap(self._observe_state()[0])
 
     def _observe_state(self) -> tuple[dict, tuple]:
-        """Observation entries of the envs' current state, and the perception planes."""
+        """Observation entries of the envs' current state, and what COLREGs reads."""
         return self._observe(
             self.x,
             self.y,
