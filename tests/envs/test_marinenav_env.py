@@ -25,16 +25,6 @@ from tests.conftest import devices
 SMALL = {"pool_size": 64, "pool_refresh": 16}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Thousands of tiny ops: on the shared 2-core machine a second intra-op thread only
-    # adds wake-up stalls (milliseconds per op under load), so these tests run on one.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _scenario(n=1, r=5, k=4):
     """Hand-built scenario: robot 0 starts 1.5 m from its goal, robots 1 and 2 start
     4 m apart (they collide at once), robot 3 is alone in open water, slot 4 unused."""

@@ -16,16 +16,6 @@ from gpurl.envs.marinenav.reward import colregs_term, in_colregs_zone
 from tests.conftest import requires_cuda
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Thousands of tiny ops: on the shared 2-core machine a second intra-op thread only
-    # adds wake-up stalls (milliseconds per op under load), so these tests run on one.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _run(tl, tr, decisions, yaw0=0.0):
     shape = torch.as_tensor(tl).shape
     z = torch.zeros(shape)
