@@ -139,7 +139,7 @@ def colregs_planes(
     # where the rule does not apply (argmax over the slots costs 100x a min on CPU).
     n = phi.shape[0]
     slot = torch.arange(n, device=phi.device, dtype=phi.dtype).view(n, *([1] * (phi.dim() - 1)))
-    key = torch.addcmul(slot, (~applies).to(phi.dtype), torch.tensor(float(n), device=phi.device))
+    key = torch.add(slot, (~applies).to(phi.dtype), alpha=n)
     first = key.amin(0, keepdim=True).clamp_max(n - 1).long()
     phi_first = (phi * applies).gather(0, first).squeeze(0)
     return COLREGS_PENALTY * phi_first
