@@ -138,6 +138,28 @@ def test_partial_reset_leaves_other_envs_untouched():
     assert torch.equal(out["agents", "self_state"][1], td["agents", "self_state"][1])
 
 
+def test_resets_draw_distinct_pool_entries_from_random_windows():
+    env = MarineNavEnv(num_envs=8, stage=5, seed=1, pool_size=32, pool_refresh_every=1000)
+    goals = env.pool["goal"]
+    starts = set()
+    for _ in range(40):
+        drawn = env._reset_where(torch.ones(8, dtype=torch.bool))
+        # every env takes its own pool entry: a window of 8 consecutive entries
+        hits = (drawn["goal"].unsqueeze(1) == goals.unsqueeze(0)).flatten(2).all(-1)
+        rows = hits.float().argmax(1)
+        assert hits.any(1).all() and rows.unique().numel() == 8
+        assert torch.equal(rows, rows[0] + torch.arange(8))
+        starts.add(rows[0].item())
+    assert len(starts) > 10  # the window moves: offsets drawn over [0, 24]
+    # the host draws follow the env's seed
+    env.set_seed(5)
+    first = env._reset_where(torch.ones(8, dtype=torch.bool))["goal"].clone()
+    env.set_seed(5)
+    assert torch.equal(env._reset_where(torch.ones(8, dtype=torch.bool))["goal"], first)
+    with pytest.raises(ConfigError, match="pool_size"):
+        MarineNavEnv(num_envs=8, pool_size=4)
+
+
 @pytest.mark.parametrize("cls", [MarineNavEnv, MarineNavContinuousEnv])
 def test_check_env_specs_and_shapes(cls):
     env = cls(num_envs=3, stage=4, **SMALL)

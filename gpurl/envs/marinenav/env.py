@@ -23,6 +23,8 @@ Robots never restart on their own: a partial reset is per env (root "_reset"); a
 
 from __future__ import annotations
 
+import random
+
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
@@ -88,11 +90,17 @@ class MarineNavEnv(NativeEnv):
         # Autoreset draws scenarios from a pool refreshed a chunk at a time: sampling a
         # fresh scenario for every env at every step would cost more than the physics.
         self.pool_size = int(pool_size or max(1024, 2 * self.num_envs))
+        if self.pool_size < self.num_envs:
+            raise ConfigError(
+                f"env.pool_size ({self.pool_size}) must be at least num_envs "
+                f"({self.num_envs}): every reset draws a window of num_envs pool entries"
+            )
         refresh = pool_refresh or max(64, self.num_envs // 8)
         self.pool_refresh = min(int(refresh), self.pool_size)
         self.pool_refresh_every = max(int(pool_refresh_every), 1)
         self._resets_since_refresh = 0
         self._pool_cursor = 0
+        self._host_rng = random.Random(seed)  # host draws: which pool window to read
         self.pool_refreshes = 0  # host counter: pool chunks redrawn so far
         self.stages = stage_table(self.device, self.curriculum)
         self.stage = torch.tensor(int(stage), device=self.device)
@@ -185,6 +193,11 @@ class MarineNavEnv(NativeEnv):
         self.travel_steps = zeros(b, r, dtype=torch.int64)
         self.energy = zeros(b, r)
         self.scenario_stage = zeros(b, dtype=torch.int64)
+
+    def _set_seed(self, seed: int | None) -> None:
+        super()._set_seed(seed)
+        if seed is not None:
+            self._host_rng.seed(seed)
 
     # -- curriculum -----------------------------------------------------------------------
     def set_stage(self, stage: int) -> None:
@@ -301,11 +314,12 @@ class MarineNavEnv(NativeEnv):
         if self._resets_since_refresh >= self.pool_refresh_every:
             self._resets_since_refresh = 0
             self._refresh_pool_chunk()
-        idx = torch.randint(
-            self.pool_size, (self.num_envs,), generator=self.rng, device=self.device
-        )
-        # index_select, not v[idx]: ~6x cheaper on CPU for these row gathers
-        drawn = {k: v.index_select(0, idx) for k, v in self.pool.items()}
+        # Env b draws pool entry begin + b, from a window at a host-random offset: the
+        # entries are i.i.d. scenarios, so every env gets a random one (and no two envs
+        # the same one), and a view costs nothing where 14 row gathers cost ~0.3 ms per
+        # step at 1024 envs on CPU.
+        begin = self._host_rng.randrange(self.pool_size - self.num_envs + 1)
+        drawn = {k: v[begin : begin + self.num_envs] for k, v in self.pool.items()}
         self._apply(drawn, mask)
         return drawn
 

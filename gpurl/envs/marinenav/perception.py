@@ -120,49 +120,65 @@ def perceive_planes(
     b, nr = x.shape
     k = obstacle.shape[1]
     n = nr + k
-    # objects first: [N, B, 1]
-    ox = torch.cat((x, obstacle[..., 0]), 1).t().unsqueeze(-1)
-    oy = torch.cat((y, obstacle[..., 1]), 1).t().unsqueeze(-1)
-    ovx = torch.cat((robot_vx, robot_vx.new_zeros(b, k)), 1).t().unsqueeze(-1)
-    ovy = torch.cat((robot_vy, robot_vy.new_zeros(b, k)), 1).t().unsqueeze(-1)
-    orad = torch.cat((robot_vx.new_full((b, nr), robot_radius), obstacle_radius), 1)
-    orad = orad.t().unsqueeze(-1)
+
+    # per object, objects first: [N, B], contiguous (an op's output takes the memory
+    # layout of its inputs: a transposed operand would make every pair tensor strided)
+    def objects_first(robots: torch.Tensor, obstacles: torch.Tensor) -> torch.Tensor:
+        return torch.cat((robots.t(), obstacles.t()), 0)
+
+    ox = objects_first(x, obstacle[..., 0])
+    oy = objects_first(y, obstacle[..., 1])
+    ovx = objects_first(robot_vx, robot_vx.new_zeros(b, k))
+    ovy = objects_first(robot_vy, robot_vy.new_zeros(b, k))
+    orad = objects_first(robot_vx.new_full((b, nr), robot_radius), obstacle_radius)
     # absent objects (stopped robots, empty obstacle slots, the observer itself) get a
     # sort key far beyond the range instead of a mask: float adds beat torch.where here
-    present = torch.cat((robot_visible, obstacle_valid), 1).t().unsqueeze(-1)  # [N, B, 1]
-    absent = (~present).to(x.dtype) * _ABSENT_KEY + _KEY_OFFSET  # and the positive shift
-    absent = absent + (torch.eye(n, nr, device=x.device) * _ABSENT_KEY).unsqueeze(1)
-    dx, dy = ox - x, oy - y  # world-frame offsets [N, B, R]
+    present = objects_first(robot_visible, obstacle_valid)
+    absent = ((~present).to(x.dtype) * _ABSENT_KEY + _KEY_OFFSET).unsqueeze(-1)  # and the shift
+    dx, dy = ox.unsqueeze(-1) - x, oy.unsqueeze(-1) - y  # world-frame offsets [N, B, R]
     if noise is None:
-        r_hat = orad.expand(n, b, nr)
+        r_hat = orad  # [N, B]: the same for every observer
+        key_rad = r_hat.unsqueeze(-1)
     else:
         pos = noise["pos"]
         dx.add_(pos[0], alpha=POS_STD)
         dy.add_(pos[1], alpha=POS_STD)
-        r_hat = orad * (RADIUS_MEAN_RATIO + (1 - RADIUS_MEAN_RATIO) / math.pi * noise["ang"])
+        scale = RADIUS_MEAN_RATIO + (1 - RADIUS_MEAN_RATIO) / math.pi * noise["ang"]
+        r_hat = key_rad = orad.unsqueeze(-1) * scale  # [N, B, R]
     # Surface-distance key (up to the constant r_self, plus _KEY_OFFSET); detected <=>
     # centre <= range + r_hat. A distance needs no rotation: only the 5 selected
     # objects are turned into the robot frame, after the selection.
-    key = torch.sqrt(torch.addcmul(dx * dx, dy, dy)).sub_(r_hat).add_(absent)
-    feats = [f.expand(n, b, nr).contiguous() for f in (dx, dy, ovx, ovy, r_hat)]
+    key = torch.sqrt(torch.addcmul(dx * dx, dy, dy)).sub_(key_rad).add_(absent)
+    key[:nr].diagonal(0, 0, 2).add_(_ABSENT_KEY)  # each robot's own entry [B, R]
     if n < MAX_OBJECTS:  # fewer object slots than observation slots: pad with nothing
-        pad = key.new_full((MAX_OBJECTS - n, b, nr), _ABSENT_KEY)
-        key = torch.cat((key, pad), 0)
-        feats = [torch.cat((f, pad), 0) for f in feats]
+        key = torch.cat((key, key.new_full((MAX_OBJECTS - n, b, nr), _ABSENT_KEY)), 0)
     key, idx = smallest_k(key, MAX_OBJECTS)  # [5, B, R]
     mask = key <= PERCEPTION_RANGE + _KEY_OFFSET
-    sdx, sdy, wvx, wvy, orh = (f.gather(0, idx) for f in feats)
+    # Gather the chosen objects' features with flat indices into each source: per pair
+    # [N, B, R] or per object [N, B]. index_select on a flat view is ~2.5x cheaper than
+    # gather on CPU, and per-object sources need no [N, B, R] copy. A padding slot
+    # (n < 5) points at a real entry: it is masked out below.
+    idx = idx.clamp_max(n - 1)
+    per_pair = torch.add(torch.arange(b * nr, device=x.device).view(b, nr), idx, alpha=b * nr)
+    per_object = torch.add(torch.arange(b, device=x.device).view(b, 1), idx, alpha=b)
+
+    def pick(source: torch.Tensor) -> torch.Tensor:
+        flat = per_pair if source.dim() == 3 else per_object
+        return source.reshape(-1).index_select(0, flat.view(-1)).view(flat.shape)
+
+    sdx, sdy, wvx, wvy, orh = (pick(f) for f in (dx, dy, ovx, ovy, r_hat))
     if noise is not None:  # velocity noise takes no part in the selection
         vel = noise["vel"]
         wvx.add_(vel[0], alpha=VEL_STD)
         wvy.add_(vel[1], alpha=VEL_STD)
-    c, s = cos_yaw, sin_yaw
+    # the mask folds into the rotation: (c, s) * keep zero the four rotated features
+    keep = mask.to(x.dtype)
+    c, s = cos_yaw * keep, sin_yaw * keep
     opx = torch.addcmul(c * sdx, s, sdy)
     opy = torch.addcmul(c * sdy, s, sdx, value=-1.0)
     ovx_r = torch.addcmul(c * wvx, s, wvy)
     ovy_r = torch.addcmul(c * wvy, s, wvx, value=-1.0)
-    keep = mask.to(x.dtype)
-    return tuple(f * keep for f in (opx, opy, ovx_r, ovy_r, orh)), mask
+    return (opx, opy, ovx_r, ovy_r, orh.mul_(keep)), mask
 
 
 def planes_to_objects(planes: tuple[torch.Tensor, ...], mask: torch.Tensor):
