@@ -36,6 +36,8 @@ from gpurl.envs.marinenav.curriculum import parse_curriculum, stage_at, stage_ta
 from gpurl.envs.marinenav.dynamics import fossen_substeps
 from gpurl.envs.marinenav.perception import (
     MAX_OBJECTS,
+    collisions,
+    object_offsets,
     perceive_planes,
     planes_to_objects,
     sample_from_table,
@@ -302,8 +304,9 @@ class MarineNavEnv(NativeEnv):
             self.core_gamma = torch.lerp(self.core_gamma, sc["core_gamma"], w)
         self.scenario_stage = torch.where(mask, sc["stage"], self.scenario_stage)
         keep = ~m
+        keep_w = 1 - w  # a float factor: bool operands cost ~3x in a float multiply
         for name in ("vx", "vy", "r", "thrust_l", "thrust_r", "energy"):
-            setattr(self, name, getattr(self, name) * keep)
+            setattr(self, name, getattr(self, name) * keep_w)
         for name in ("collided", "arrived", "timed_out"):
             setattr(self, name, getattr(self, name) & keep)
         self.travel_steps = self.travel_steps * keep
@@ -343,15 +346,15 @@ class MarineNavEnv(NativeEnv):
     def _advance(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
         running = self._running()
         rates = self._rates(action)
-        tl = torch.where(
-            running,
-            (self.thrust_l + rates[..., 0] * dyn.ACTION_TIME).clamp(dyn.THRUST_MIN, dyn.THRUST_MAX),
-            self.thrust_l,
+        # Robots that stopped keep their state: blends by lerp with 0/1 weights (exact,
+        # and 2-4x cheaper than torch.where on CPU)
+        w = running.to(self.x.dtype)
+        limits = (dyn.THRUST_MIN, dyn.THRUST_MAX)
+        tl = torch.lerp(
+            self.thrust_l, (self.thrust_l + rates[..., 0] * dyn.ACTION_TIME).clamp(*limits), w
         )
-        tr = torch.where(
-            running,
-            (self.thrust_r + rates[..., 1] * dyn.ACTION_TIME).clamp(dyn.THRUST_MIN, dyn.THRUST_MAX),
-            self.thrust_r,
+        tr = torch.lerp(
+            self.thrust_r, (self.thrust_r + rates[..., 1] * dyn.ACTION_TIME).clamp(*limits), w
         )
         self.thrust_l, self.thrust_r = tl, tr
         gx, gy = self.goal[..., 0], self.goal[..., 1]
@@ -360,30 +363,20 @@ class MarineNavEnv(NativeEnv):
         nx, ny, nyaw, nvx, nvy, nr = fossen_substeps(
             self.x, self.y, self.yaw, self.vx, self.vy, self.r, tl, tr, current
         )
-        self.x = torch.where(running, nx, self.x)
-        self.y = torch.where(running, ny, self.y)
-        self.yaw = torch.where(running, nyaw, self.yaw)
-        self.vx = torch.where(running, nvx, self.vx)
-        self.vy = torch.where(running, nvy, self.vy)
-        self.r = torch.where(running, nr, self.r)
+        self.x = torch.lerp(self.x, nx, w)
+        self.y = torch.lerp(self.y, ny, w)
+        self.yaw = torch.lerp(self.yaw, nyaw, w)
+        self.vx = torch.lerp(self.vx, nvx, w)
+        self.vy = torch.lerp(self.vy, nvy, w)
+        self.r = torch.lerp(self.r, nr, w)
         dist_after = torch.hypot(gx - self.x, gy - self.y)
 
-        # collision (true positions) against running robots and obstacles, and arrival
+        # collision (true positions) against running robots and obstacles, and arrival;
+        # the offsets [N, B, R] (objects first) serve perception too
         rr = dyn.ROBOT_RADIUS
-        dxr = self.x.unsqueeze(-1) - self.x.unsqueeze(-2)
-        dyr = self.y.unsqueeze(-1) - self.y.unsqueeze(-2)
-        close = (dxr * dxr + dyr * dyr) <= (2 * rr) ** 2
-        others = running.unsqueeze(-2) & ~torch.eye(
-            self.max_robots, dtype=torch.bool, device=self.device
-        )
-        hit_robot = (close & others).any(-1)
-        dxo = self.x.unsqueeze(-1) - self.obstacle[..., 0].unsqueeze(-2)
-        dyo = self.y.unsqueeze(-1) - self.obstacle[..., 1].unsqueeze(-2)
-        reach = (self.obstacle_radius + rr).unsqueeze(-2)
-        hit_obstacle = (
-            (dxo * dxo + dyo * dyo <= reach * reach) & self.obstacle_valid.unsqueeze(-2)
-        ).any(-1)
-        collided_now = running & (hit_robot | hit_obstacle)
+        offsets = object_offsets(self.x, self.y, self.obstacle)
+        hit = collisions(*offsets, running, self.obstacle_radius, self.obstacle_valid, rr)
+        collided_now = running & hit
         arrived_now = running & ~collided_now & (dist_after <= dyn.GOAL_RADIUS)
         self.collided = self.collided | collided_now
         self.arrived = self.arrived | arrived_now
@@ -392,7 +385,7 @@ class MarineNavEnv(NativeEnv):
         self.travel_steps = self.travel_steps + running
         self.energy = self.energy + running * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME)
 
-        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state()
+        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state(offsets)
         # on the objects-first planes: contiguous operands, the ego [B, R] broadcasts
         colregs = colregs_planes(*planes, plane_mask, ego_u, ego_v, rr)
         obs = self._wrap(entries)
@@ -431,6 +424,7 @@ class MarineNavEnv(NativeEnv):
         obstacle_valid: torch.Tensor,
         core: torch.Tensor,
         core_gamma: torch.Tensor,
+        offsets: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[dict[str, torch.Tensor], tuple]:
         """Observation entries for any batch of states [n, R] (the envs, or pool scenarios),
         and what the COLREGs term reads: perception's objects-first planes ((p_x, p_y,
@@ -443,18 +437,17 @@ class MarineNavEnv(NativeEnv):
         dgx, dgy = goal[..., 0] - x, goal[..., 1] - y
         ego_u = torch.addcmul(c * vx, s, vy)
         ego_v = torch.addcmul(c * vy, s, vx, value=-1.0)
-        self_state = torch.stack(
-            (
-                torch.addcmul(c * dgx, s, dgy),
-                torch.addcmul(c * dgy, s, dgx, value=-1.0),
-                ego_u,
-                ego_v,
-                r,
-                thrust_l,
-                thrust_r,
-            ),
-            dim=-1,
+        features = (
+            torch.addcmul(c * dgx, s, dgy),
+            torch.addcmul(c * dgy, s, dgx, value=-1.0),
+            ego_u,
+            ego_v,
+            r,
+            thrust_l,
+            thrust_r,
         )
+        # stacked first, then transposed in one copy: ~2x cheaper than stack(dim=-1) on CPU
+        self_state = torch.stack(features).permute(1, 2, 0).contiguous()
         noise = None
         if self.perception_noise:
             shape = (self.max_robots + self.max_obstacles, n, self.max_robots)
@@ -478,6 +471,7 @@ class MarineNavEnv(NativeEnv):
             obstacle_radius,
             obstacle_valid,
             noise,
+            offsets,
         )
         objects, mask = planes_to_objects(planes, plane_mask)
         entries = {
@@ -494,8 +488,9 @@ class MarineNavEnv(NativeEnv):
     def _observation(self) -> TensorDict:
         return self._wrap(self._observe_state()[0])
 
-    def _observe_state(self) -> tuple[dict, tuple]:
-        """Observation entries of the envs' current state, and what COLREGs reads."""
+    def _observe_state(self, offsets=None) -> tuple[dict, tuple]:
+        """Observation entries of the envs' current state, and what COLREGs reads;
+        `offsets` are object_offsets of the current positions, if already computed."""
         return self._observe(
             self.x,
             self.y,
@@ -512,6 +507,7 @@ class MarineNavEnv(NativeEnv):
             self.obstacle_valid,
             self.core,
             self.core_gamma,
+            offsets,
         )
 
     def _wrap(self, entries: dict[str, torch.Tensor]) -> TensorDict:

@@ -92,6 +92,45 @@ def smallest_k(key: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (best & ~low).view(key.dtype), (best & low).long()
 
 
+def objects_first(robots: torch.Tensor, obstacles: torch.Tensor) -> torch.Tensor:
+    """Per-object values [N, B] (N = R + K, robots first) from robots [B, R] and obstacles
+    [B, K]: contiguous, because an op's output takes the memory layout of its inputs,
+    and a transposed operand would make every pair tensor built from it strided."""
+    return torch.cat((robots.t(), obstacles.t()), 0)
+
+
+def object_offsets(
+    x: torch.Tensor, y: torch.Tensor, obstacle: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """World-frame offsets (dx, dy) [N, B, R] of every object (robots first, then
+    obstacles) from every robot, objects first: perception and the collision check
+    share them."""
+    ox = objects_first(x, obstacle[..., 0])
+    oy = objects_first(y, obstacle[..., 1])
+    return ox.unsqueeze(-1) - x, oy.unsqueeze(-1) - y
+
+
+def collisions(
+    dx: torch.Tensor,
+    dy: torch.Tensor,
+    robot_present: torch.Tensor,
+    obstacle_radius: torch.Tensor,
+    obstacle_valid: torch.Tensor,
+    robot_radius: float,
+) -> torch.Tensor:
+    """[B, R]: the robot overlaps another present robot or a valid obstacle, from the
+    true object_offsets (dx, dy) [N, B, R]: centres within the sum of the radii."""
+    b, nr = robot_present.shape
+    reach = objects_first(
+        robot_present.new_full((b, nr), (2 * robot_radius) ** 2, dtype=dx.dtype),
+        (obstacle_radius + robot_radius).square(),
+    )
+    close = (dx * dx + dy * dy) <= reach.unsqueeze(-1)
+    close &= objects_first(robot_present, obstacle_valid).unsqueeze(-1)
+    close[:nr].diagonal(0, 0, 2).fill_(False)  # a robot does not collide with itself
+    return close.any(0)
+
+
 def perceive_planes(
     x: torch.Tensor,
     y: torch.Tensor,
@@ -105,6 +144,7 @@ def perceive_planes(
     obstacle_radius: torch.Tensor,
     obstacle_valid: torch.Tensor,
     noise: dict[str, torch.Tensor] | None,
+    offsets: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
     """The 5 observed objects as feature planes, objects first: ((p_x, p_y, v_x, v_y,
     r_hat), mask), each [5, B, R], contiguous, zero where the mask is False.
@@ -116,18 +156,12 @@ def perceive_planes(
     part in it), so only the 5 reported objects draw it. Objects are the leading
     dimension so that the selection and every later op run over contiguous [B, R]
     columns (on CPU a strided or broadcast operand costs 3-5x a contiguous one).
+    `offsets` are object_offsets(x, y, obstacle) when the caller has them already.
     """
     b, nr = x.shape
     k = obstacle.shape[1]
     n = nr + k
 
-    # per object, objects first: [N, B], contiguous (an op's output takes the memory
-    # layout of its inputs: a transposed operand would make every pair tensor strided)
-    def objects_first(robots: torch.Tensor, obstacles: torch.Tensor) -> torch.Tensor:
-        return torch.cat((robots.t(), obstacles.t()), 0)
-
-    ox = objects_first(x, obstacle[..., 0])
-    oy = objects_first(y, obstacle[..., 1])
     ovx = objects_first(robot_vx, robot_vx.new_zeros(b, k))
     ovy = objects_first(robot_vy, robot_vy.new_zeros(b, k))
     orad = objects_first(robot_vx.new_full((b, nr), robot_radius), obstacle_radius)
@@ -135,14 +169,14 @@ def perceive_planes(
     # sort key far beyond the range instead of a mask: float adds beat torch.where here
     present = objects_first(robot_visible, obstacle_valid)
     absent = ((~present).to(x.dtype) * _ABSENT_KEY + _KEY_OFFSET).unsqueeze(-1)  # and the shift
-    dx, dy = ox.unsqueeze(-1) - x, oy.unsqueeze(-1) - y  # world-frame offsets [N, B, R]
+    dx, dy = object_offsets(x, y, obstacle) if offsets is None else offsets
     if noise is None:
         r_hat = orad  # [N, B]: the same for every observer
         key_rad = r_hat.unsqueeze(-1)
     else:
         pos = noise["pos"]
-        dx.add_(pos[0], alpha=POS_STD)
-        dy.add_(pos[1], alpha=POS_STD)
+        dx = torch.add(dx, pos[0], alpha=POS_STD)
+        dy = torch.add(dy, pos[1], alpha=POS_STD)
         scale = RADIUS_MEAN_RATIO + (1 - RADIUS_MEAN_RATIO) / math.pi * noise["ang"]
         r_hat = key_rad = orad.unsqueeze(-1) * scale  # [N, B, R]
     # Surface-distance key (up to the constant r_self, plus _KEY_OFFSET); detected <=>

@@ -42,32 +42,40 @@ def wrap_to_pi(a: torch.Tensor) -> torch.Tensor:
     return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
 
 
-def in_colregs_zone(
+def colregs_margins(
     ex: torch.Tensor, ey: torch.Tensor, hx: torch.Tensor, hy: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(head_on, crossing) for the ego at (ex, ey) moving along (hx, hy), in the other's frame.
+    """(head_on, crossing) margins for the ego at (ex, ey) moving along (hx, hy), in the
+    other's frame: positive inside the zone (with the heading in range), else <= 0.
 
-    The heading tests compare components instead of calling atan2:
-    |atan2(hy, hx)| > 3 pi / 4  <=>  hx < 0 and |hy| < -hx  <=>  -hx - |hy| > 0;
-    atan2(hy, hx) in [pi/4, 3 pi/4]  <=>  hy > 0 and hy >= |hx|.
-    Each zone's inequalities are signed margins folded with minimum, so a zone costs two
-    comparisons: on CPU a comparison on these tensors costs several float ops.
+    Each zone's inequalities are signed margins folded with minimum, so the caller
+    decides with one comparison (on CPU a comparison costs several float ops on these
+    tensors). The boundaries themselves count as outside (a set of measure zero under
+    perception noise). The heading tests compare components instead of calling atan2:
+    |atan2(hy, hx)| > 3 pi / 4  <=>  -hx - |hy| > 0;
+    atan2(hy, hx) in [pi/4, 3 pi/4]  <=>  hy > 0 and hy - |hx| >= 0.
     """
-    ey_abs, hx_abs = ey.abs(), hx.abs()
-    head_on_margin = torch.minimum(
-        torch.minimum(ex - HEAD_ON_X[0], HEAD_ON_X[1] - ex), HEAD_ON_HALF_WIDTH - ey_abs
+    head_on = torch.minimum(
+        torch.minimum(ex - HEAD_ON_X[0], HEAD_ON_X[1] - ex),
+        torch.minimum(HEAD_ON_HALF_WIDTH - ey.abs(), -hx - hy.abs()),
     )
-    head_on = (head_on_margin >= 0) & ((-hx - hy.abs()) > 0)
     x_hi = CROSSING_X[1]
     # outside the cut-out: y - CUT_OUT_Y <= (CUT_OUT_Y / x_hi) (x - x_hi)
-    cut_out_margin = (CUT_OUT_Y / x_hi) * (ex - x_hi) - (ey - CUT_OUT_Y)
-    box_margin = torch.minimum(
+    cut_out = (CUT_OUT_Y / x_hi) * (ex - x_hi) - (ey - CUT_OUT_Y)
+    box = torch.minimum(
         torch.minimum(ex - CROSSING_X[0], x_hi - ex),
         torch.minimum(ey - CROSSING_Y[0], CROSSING_Y[1] - ey),
     )
-    crossing_margin = torch.minimum(torch.minimum(box_margin, cut_out_margin), hy - hx_abs)
-    crossing = (crossing_margin >= 0) & (hy > 0)
+    heading = torch.minimum(hy - hx.abs(), hy)
+    crossing = torch.minimum(torch.minimum(box, cut_out), heading)
     return head_on, crossing
+
+
+def in_colregs_zone(
+    ex: torch.Tensor, ey: torch.Tensor, hx: torch.Tensor, hy: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(head_on, crossing) as booleans: colregs_margins > 0."""
+    return tuple(m > 0 for m in colregs_margins(ex, ey, hx, hy))
 
 
 def colregs_turn(
@@ -117,7 +125,6 @@ def colregs_planes(
     ([5, ...], sorted nearest first, robot frame, noisy), one tensor per feature, and
     the ego's ground velocity in its own frame [...]."""
     speed2 = torch.addcmul(vx * vx, vy, vy)
-    ego_moving = torch.addcmul(ego_vx * ego_vx, ego_vy, ego_vy) >= COLREGS_MIN_SPEED**2
     # object frame: x along the object's velocity
     inv = torch.rsqrt(speed2.clamp_min(1e-12))
     ca, sa = vx * inv, vy * inv
@@ -125,24 +132,25 @@ def colregs_planes(
     ey = torch.addcmul(sa * px, ca, py, value=-1.0)
     hx = torch.addcmul(ca * ego_vx, sa, ego_vy)
     hy = torch.addcmul(ca * ego_vy, sa, ego_vx, value=-1.0)
-    head_on, crossing = in_colregs_zone(ex, ey, hx, hy)
+    head_on, crossing = colregs_margins(ex, ey, hx, hy)
     phi, t2 = colregs_turn(px, py, r_hat, ego_vx, ego_vy, robot_radius)
-    # phi > 0 and t2 > 0 (the turn is defined) in one comparison
-    applies = (
-        (head_on | crossing)
-        & mask
-        & (speed2 >= COLREGS_MIN_SPEED**2)
-        & (torch.minimum(phi, t2) > 0)
-    ) & ego_moving
+    # Every condition is a margin, positive where it holds: in a zone, both vessels
+    # moving, phi > 0 (a right turn) and t2 > 0 (the turn is defined); one comparison
+    # decides them all.
+    min_speed2 = COLREGS_MIN_SPEED**2
+    ego_moving = torch.addcmul(ego_vx * ego_vx, ego_vy, ego_vy).sub_(min_speed2)
+    margin = torch.minimum(torch.maximum(head_on, crossing), torch.minimum(phi, t2))
+    margin = torch.minimum(torch.minimum(margin, speed2 - min_speed2), ego_moving)
+    applies = (margin > 0) & mask
     # The nearest applicable object (slots are sorted nearest first): the smallest slot
     # index among the applicable ones, by a min over slot keys pushed past the last slot
     # where the rule does not apply (argmax over the slots costs 100x a min on CPU).
     n = phi.shape[0]
     slot = torch.arange(n, device=phi.device, dtype=phi.dtype).view(n, *([1] * (phi.dim() - 1)))
     key = torch.add(slot, (~applies).to(phi.dtype), alpha=n)
-    first = key.amin(0, keepdim=True).clamp_max(n - 1).long()
-    phi_first = (phi * applies).gather(0, first).squeeze(0)
-    return COLREGS_PENALTY * phi_first
+    first = key.amin(0, keepdim=True)
+    phi_first = phi.gather(0, first.clamp_max(n - 1).long()) * (first < n)
+    return COLREGS_PENALTY * phi_first.squeeze(0)
 
 
 def colregs_term(
