@@ -17,7 +17,9 @@ phi is the signed turn from the ego's velocity direction to the avoidance direct
 (bearing of the object + asin((r_hat + 1) / d) + atan2(r_self, sqrt(d^2 - (r_hat + 1)^2))),
 wrapped to [-pi, pi); the term is -0.1 phi, applied only when phi > 0 (a right turn is
 needed). The source stops at the first object in its list that applies; here objects
-are sorted nearest first, so the nearest applicable object sets phi.
+are sorted nearest first, so the nearest applicable object sets phi. All the conditions
+are decided as one margin (see colregs_margins), so the zones' edges and the speed
+thresholds themselves count as outside: sets of measure zero under perception noise.
 """
 
 from __future__ import annotations
