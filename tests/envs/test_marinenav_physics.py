@@ -8,6 +8,8 @@ import torch
 from gpurl.envs.marinenav import dynamics as dyn
 from gpurl.envs.marinenav.currents import rankine_velocity
 from gpurl.envs.marinenav.perception import (
+    collisions,
+    object_offsets,
     perceive,
     sample_from_table,
     vonmises_quantile_table,
@@ -148,6 +150,31 @@ def test_perception_nearest_by_surface_distance_range_mask_and_stopped():
     o_all, _ = perceive(x, y, c, s, vx, vy, vis_all, dyn.ROBOT_RADIUS, obs, rad, valid, None)
     assert o_all[0, 0, 0, :2].tolist() == pytest.approx([3.0, -3.0], abs=1e-5)
     assert mask_all[0, 0].all()
+    # offsets computed once (the env shares them with the collision check) change nothing
+    offsets = object_offsets(x, y, obs)
+    o_off, m_off = perceive(
+        x, y, c, s, vx, vy, vis_all, dyn.ROBOT_RADIUS, obs, rad, valid, None, offsets
+    )
+    assert torch.equal(o_off, o_all) and torch.equal(m_off, mask_all)
+
+
+def test_collisions_from_offsets():
+    x, y, c, s, vx, vy, vis, obs, rad, valid = _scene()
+    # robot 4 (stopped) sits 4.2 m from robot 0: within 2 x 2.795 m, but not present,
+    # so robot 0 hits nothing (robot 4's own row is for the caller to mask: it stopped)
+    x[0, 4], y[0, 4] = 3.0, 3.0
+    hit = collisions(*object_offsets(x, y, obs), vis, rad, valid, dyn.ROBOT_RADIUS)
+    assert hit.tolist() == [[False, False, False, False, True]]
+    vis[0, 4] = True
+    hit = collisions(*object_offsets(x, y, obs), vis, rad, valid, dyn.ROBOT_RADIUS)
+    assert hit.tolist() == [[True, False, False, False, True]]
+    # an obstacle 3.7 m from robot 1's centre: within 1 + 2.795 m
+    obs[0, 3] = torch.tensor([8.0, 3.7])
+    hit = collisions(*object_offsets(x, y, obs), vis, rad, valid, dyn.ROBOT_RADIUS)
+    assert hit.tolist() == [[True, True, False, False, True]]
+    valid[0, 3] = False  # an empty obstacle slot collides with nothing
+    hit = collisions(*object_offsets(x, y, obs), vis, rad, valid, dyn.ROBOT_RADIUS)
+    assert hit.tolist() == [[True, False, False, False, True]]
 
 
 def test_perception_noise_model():
