@@ -595,7 +595,7 @@ class MarineNavEnv(NativeEnv):
             fresh, cur = drawn["obs_" + key], nobs.get(key)
             m = done.view(-1, *([1] * (cur.dim() - 1)))
             if cur.dtype == torch.bool:
-                entries[key] = (fresh & m) | (cur & ~m)
+                entries[key] = torch.where(m, fresh, cur)  # one op beats and/or on bools
             else:
                 # lerp is exact at weights 0 and 1 (it computes end - (end - start) (1 - w)
                 # for w >= 0.5), and 2-4x cheaper than torch.where or a multiply-add blend
