@@ -22,7 +22,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpurl.agents import make_agent
 from gpurl.envs import make_env
+from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
+from gpurl.progress import Progress
+from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import resolve_checkpoint
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.reporting import make_logger, write_summary
@@ -37,26 +40,32 @@ def load_config(overrides: list[str] | None = None) -> DictConfig:
         return compose("config", overrides=list(overrides or []))
 
 
-def build(cfg: DictConfig, run_dir: Path) -> OffPolicyTrainer:
+TRAINERS = {"off_policy": OffPolicyTrainer}
+
+
+def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     """Everything `run` trains with, from a composed config (also used by tests)."""
-    if cfg.trainer.name != "off_policy":
-        raise ConfigError(f"unknown trainer '{cfg.trainer.name}': use trainer=off_policy")
+    if cfg.trainer.name not in TRAINERS:
+        raise ConfigError(
+            f"unknown trainer '{cfg.trainer.name}': use trainer={' or trainer='.join(TRAINERS)}"
+        )
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     env = make_env(cfg.env, device=device, seed=cfg.seed)
     eval_env = make_env(cfg.env, device=device, seed=cfg.seed + 10_000, num_envs=cfg.env.eval_envs)
+    if hasattr(eval_env, "check_evaluation"):
+        eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
+    info = env_info(env)
+    progress = Progress(device)
     agent = make_agent(
-        cfg.agent,
-        env.observation_spec,
-        env.action_spec,
-        device,
-        random_frames=int(cfg.trainer.init_random_frames),
+        cfg.agent, info, progress, random_frames=int(cfg.trainer.get("init_random_frames", 0))
     )
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
     logger = make_logger(cfg.logger.name, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
-    trainer = OffPolicyTrainer(cfg.trainer, env, eval_env, agent, run_dir, logger, meta)
+    trainer_cls = TRAINERS[cfg.trainer.name]
+    trainer = trainer_cls(cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta)
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))
     return trainer

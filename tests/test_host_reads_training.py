@@ -22,6 +22,10 @@ CASES = {
     "ddpg_ou": ["env=pendulum", "agent=ddpg", "agent.noise=ou"],
     "td3": ["env=pendulum", "agent=td3"],
     "sac": ["env=pendulum", "agent=sac"],
+    "dqn_marinenav": ["env=marinenav", "agent=dqn", "env.max_episode_steps=20"],
+    "ddpg_marinenav": ["env=marinenav_continuous", "agent=ddpg", "env.max_episode_steps=20"],
+    "td3_marinenav": ["env=marinenav_continuous", "agent=td3", "env.max_episode_steps=20"],
+    "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
 }
 
 
@@ -31,7 +35,7 @@ def small_trainer(tmp_path, overrides, device="cpu"):
             *overrides,
             f"device={device}",
             "env.num_envs=4",
-            "env.eval_envs=2",
+            *([] if any("marinenav" in o for o in overrides) else ["env.eval_envs=2"]),
             "agent.hidden=[32,32]",
             "trainer.frames_per_batch=8",
             "trainer.init_random_frames=16",

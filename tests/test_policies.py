@@ -3,41 +3,65 @@ import math
 import pytest
 import torch
 from tensordict import TensorDict
-from torchrl.data import Bounded, Categorical
+from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     CNNEncoder,
     DeterministicActor,
-    FlatEncoder,
     LinearSchedule,
     PolicyWrapper,
     QNetwork,
+    SpecEncoder,
     TanhGaussianActor,
+    make_exploration,
 )
 from gpurl.policies.exploration import uniform_legal_action
+from gpurl.progress import Progress
+
+
+def make_info(action_spec, obs_dim=3, mask=False, extra=None):
+    shapes = {"observation": torch.Size([obs_dim])}
+    specs = {"observation": Unbounded(shape=(obs_dim,))}
+    return EnvInfo(
+        obs_keys=("observation",),
+        obs_shapes=shapes,
+        obs_specs=specs,
+        action_key="action",
+        action_spec=action_spec,
+        reward_key="reward",
+        terminated_key="terminated",
+        truncated_key="truncated",
+        done_key="done",
+        action_mask_key="action_mask" if mask else None,
+        **{"batch_shape": torch.Size([1]), **(extra or {})},
+    )
+
+
+def encoder(obs_dim=3):
+    return SpecEncoder(make_info(Categorical(2), obs_dim))
 
 
 class FixedQ(torch.nn.Module):
     """Q-values that prefer the highest action index; one parameter so devices resolve."""
 
+    kind = "q"
+
     def __init__(self, n):
         super().__init__()
         self.w = torch.nn.Parameter(torch.arange(n, dtype=torch.float32))
 
-    def forward(self, obs):
-        return self.w.expand(*obs.shape[:-1], -1)
+    def forward(self, td):
+        return self.w.expand(*td["observation"].shape[:-1], -1)
 
 
-def discrete_policy(n=4, eps=1.0, random_frames=0, mask_key=None):
-    return PolicyWrapper(
-        FixedQ(n),
-        Categorical(n, shape=(1,)),
-        mask_key=mask_key,
-        epsilon=LinearSchedule(eps, eps, 0) if eps is not None else None,
-        random_frames=random_frames,
-    )
+def discrete_policy(n=4, eps=1.0, random_frames=0, mask=False):
+    info = make_info(Categorical(n, shape=(1,)), mask=mask)
+    cfg = {"epsilon_start": eps, "epsilon_end": eps, "epsilon_frames": 0}
+    progress = Progress()
+    return PolicyWrapper(FixedQ(n), info, progress, make_exploration(cfg, info, random_frames))
 
 
 def obs_td(b, mask=None):
@@ -58,7 +82,7 @@ def test_greedy_when_not_exploring_and_counter_untouched():
     policy = discrete_policy(eps=1.0)
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         a = policy(obs_td(64))["action"]
-    assert (a == 3).all() and policy.step == 0
+    assert (a == 3).all() and policy.progress.frames == 0
 
 
 def test_epsilon_greedy_flips_a_coin_per_env():
@@ -68,13 +92,12 @@ def test_epsilon_greedy_flips_a_coin_per_env():
     non_greedy = (a != 3).float().mean()
     # random actions hit the greedy one 1/4 of the time: P(non-greedy) = 0.3 * 3/4
     assert abs(non_greedy - 0.225) < 0.015
-    assert policy.step == 20000
 
 
 def test_random_actions_are_uniform_over_legal_actions_only():
     torch.manual_seed(0)
     mask = torch.tensor([[True, False, True, False]]).expand(30000, 4)
-    policy = discrete_policy(eps=1.0, mask_key="action_mask")
+    policy = discrete_policy(eps=1.0, mask=True)
     a = policy(obs_td(30000, mask))["action"]
     counts = torch.bincount(a, minlength=4).float() / 30000
     assert counts[1] == 0 and counts[3] == 0
@@ -89,34 +112,39 @@ def test_uniform_legal_action_per_row_masks():
 
 
 def test_random_frames_force_exploration_then_schedule_takes_over():
+    # the warm-up reads the progress record's frames (the trainer's clock), not a count
+    # of actions taken: 1000 actions at frame 0 are all in the warm-up
     policy = discrete_policy(eps=0.0, random_frames=1000)
     first = policy(obs_td(1000))["action"]
     assert (first != 3).any()
+    assert (policy(obs_td(1000))["action"] != 3).any()
+    policy.progress.frames.fill_(1000)
     later = policy(obs_td(1000))["action"]
     assert (later == 3).all()
 
 
-def continuous_policy(actor, **kw):
+def continuous_policy(actor, batch=256, **cfg):
     spec = Bounded(torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 1.0]), shape=(2,))
-    return PolicyWrapper(actor, spec, **kw)
+    info = make_info(spec, extra={"batch_shape": torch.Size([batch])})
+    return PolicyWrapper(actor, info, Progress(), make_exploration(cfg, info))
 
 
 def test_continuous_bounds_scale_and_unscale():
-    policy = continuous_policy(DeterministicActor(FlatEncoder((3,)), 2, (8,)))
+    policy = continuous_policy(DeterministicActor(encoder(), 2, (8,)))
     a = torch.tensor([[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0]])
     scaled = policy.scale(a)
     assert torch.allclose(scaled, torch.tensor([[-2.0, 0.0], [2.0, 1.0], [0.0, 0.5]]))
     assert torch.allclose(policy.unscale(scaled), a)
-    assert policy.low.device == policy.step.device  # bounds live as buffers
+    assert "low" in dict(policy.named_buffers())  # bounds live as buffers
 
 
 @pytest.mark.parametrize("noise", ["gaussian", "ou"])
 def test_deterministic_actor_noise_only_while_exploring(noise):
     torch.manual_seed(0)
-    actor = DeterministicActor(FlatEncoder((3,)), 2, (8,))
-    policy = continuous_policy(actor, noise=noise, noise_scale=LinearSchedule(0.5, 0.5, 0))
+    actor = DeterministicActor(encoder(), 2, (8,))
+    policy = continuous_policy(actor, noise=noise, noise_start=0.5, noise_end=0.5)
     td = obs_td(256)
-    greedy = policy.scale(actor(td["observation"]))
+    greedy = policy.scale(actor(td))
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         assert torch.allclose(policy(td.clone())["action"], greedy)
     for _ in range(3):
@@ -127,13 +155,13 @@ def test_deterministic_actor_noise_only_while_exploring(noise):
 
 def test_unknown_noise_is_a_config_error():
     with pytest.raises(ConfigError, match="noise"):
-        continuous_policy(DeterministicActor(FlatEncoder((3,)), 2, (8,)), noise="pink")
+        continuous_policy(DeterministicActor(encoder(), 2, (8,)), noise="pink")
 
 
 def test_tanh_gaussian_log_prob_matches_torch_distributions():
     torch.manual_seed(0)
-    actor = TanhGaussianActor(FlatEncoder((3,)), 2, (16,))
-    obs = torch.randn(512, 3)
+    actor = TanhGaussianActor(encoder(), 2, (16,))
+    obs = TensorDict(observation=torch.randn(512, 3), batch_size=[512])
     torch.manual_seed(1)
     action, logp = actor.sample(obs)
     mean, log_std = actor._mean_log_std(obs)
@@ -149,8 +177,8 @@ def test_tanh_gaussian_log_prob_matches_torch_distributions():
 
 def test_dueling_q_network_mean_advantage_is_value():
     torch.manual_seed(0)
-    q = QNetwork(FlatEncoder((4,)), 3, (16,), dueling=True)
-    obs = torch.randn(10, 4)
+    q = QNetwork(encoder(4), 3, (16,), dueling=True)
+    obs = TensorDict(observation=torch.randn(10, 4), batch_size=[10])
     values = q(obs)
     x = q.trunk(q.encoder(obs))
     assert values.shape == (10, 3)
@@ -158,7 +186,80 @@ def test_dueling_q_network_mean_advantage_is_value():
 
 
 def test_cnn_encoder_takes_uint8_frames_with_extra_batch_dims():
-    enc = CNNEncoder((4, 72, 80), scale=3.0)
+    enc = CNNEncoder((4, 72, 80), (0, 3))
     frames = torch.randint(0, 4, (2, 5, 4, 72, 80), dtype=torch.uint8)
     assert enc(frames).shape == (2, 5, 512)
     assert math.isfinite(enc(frames).sum().item())
+
+
+def test_ou_noise_restarts_where_episodes_end_and_is_saved():
+    torch.manual_seed(0)
+    actor = DeterministicActor(encoder(), 2, (8,))
+    policy = continuous_policy(actor, batch=4, noise="ou", noise_start=0.5, noise_end=0.5)
+    for _ in range(5):
+        policy(obs_td(4))
+    ou = policy.exploration[0]
+    assert (ou.state != 0).all()
+    policy.episode_end(torch.tensor([True, False, True, False]))
+    assert (ou.state[[0, 2]] == 0).all() and (ou.state[[1, 3]] != 0).all()
+    assert any(k.endswith("exploration.0.state") for k in policy.state_dict())
+
+
+def test_categorical_head_samples_softmax_and_reports_log_probs():
+    class Logits(torch.nn.Module):
+        kind = "categorical"
+
+        def __init__(self):
+            super().__init__()
+            self.logits = torch.nn.Parameter(torch.log(torch.tensor([0.1, 0.2, 0.7])))
+
+        def forward(self, td):
+            return self.logits.expand(*td["observation"].shape[:-1], 3)
+
+    info = make_info(Categorical(3, shape=(1,)))
+    policy = PolicyWrapper(Logits(), info, Progress(), write_log_prob=True)
+    torch.manual_seed(0)
+    td = policy(obs_td(50000))
+    freq = torch.bincount(td["action"], minlength=3).float() / 50000
+    assert torch.allclose(freq, torch.tensor([0.1, 0.2, 0.7]), atol=0.01)
+    assert torch.allclose(
+        td["sample_log_prob"], torch.log(torch.tensor([0.1, 0.2, 0.7]))[td["action"]]
+    )
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        assert (policy(obs_td(8))["action"] == 2).all()
+
+
+def test_spec_encoder_concatenates_entries_masks_objects_and_scales_pixels():
+    spec = Composite(
+        agents=Composite(
+            self_state=Unbounded(shape=(2, 3, 7)),
+            objects=Unbounded(shape=(2, 3, 5, 5)),
+            objects_mask=Categorical(2, shape=(2, 3, 5), dtype=torch.bool),
+            shape=(2, 3),
+        ),
+        pixels=Bounded(0, 3, shape=(2, 1, 72, 80), dtype=torch.uint8),
+        shape=(2,),
+    )
+    keys = (("agents", "self_state"), ("agents", "objects"))
+    info = make_info(Categorical(25), extra={})
+    info = EnvInfo(
+        **{
+            **info.__dict__,
+            "obs_keys": keys,
+            "obs_shapes": {keys[0]: torch.Size([7]), keys[1]: torch.Size([5, 5])},
+            "obs_specs": {k: spec[k] for k in keys},
+            "slot_masks": {keys[1]: ("agents", "objects_mask")},
+        }
+    )
+    enc = SpecEncoder(info, embed=56, object_embed=40)
+    assert enc.out_features == 56 + 5 * 40  # the MarineNav spec's 256 features
+    td = spec.rand()
+    td["agents", "objects_mask"] = torch.zeros(2, 3, 5, dtype=torch.bool)
+    td["agents", "objects_mask"][..., 0] = True
+    out = enc(td)
+    assert out.shape == (2, 3, 256)
+    assert (out[..., 56 + 40 :] == 0).all()  # masked object slots contribute nothing
+    pix = CNNEncoder((1, 72, 80), (0.0, 3.0))
+    frames = torch.full((1, 1, 72, 80), 3, dtype=torch.uint8)
+    assert pix.inv_range == pytest.approx(1 / 3)  # 0..3 frames scaled by 3, not 255
+    assert math.isfinite(pix(frames).sum().item())

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from gpurl.train import build, load_config
@@ -31,7 +32,7 @@ def wait_for_checkpoint(path, min_frames, proc, timeout=240):
     while time.time() < deadline:
         assert proc.poll() is None, proc.stderr.read()
         if path.is_file():
-            state = torch.load(path, weights_only=False)
+            state = torch.load(path, weights_only=True)
             if state["frames"] >= min_frames:
                 return
         time.sleep(0.5)
@@ -60,27 +61,103 @@ def test_killed_run_resumes_where_its_checkpoint_left_off(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-    saved = torch.load(ckpt, weights_only=False)
+    saved = torch.load(ckpt, weights_only=True)  # checkpoints load without pickled code
     frames = saved["frames"]
 
     trainer = build(load_config([*ARGS, f"trainer.resume={run_dir}"]), tmp_path / "resumed")
     agent = trainer.agent
     assert trainer.frames == frames
     assert agent.updates == saved["agent"]["updates"] > 0
-    for name, module in agent.modules().items():  # networks, target networks, policy counter
+    for name, module in agent.modules().items():  # networks, target networks, policy
         assert tensors_equal(module.state_dict(), saved["agent"]["modules"][name]), name
-    assert agent.policy.step.item() == frames
+    assert trainer.progress.frames.item() == frames
     for name, opt in agent.optimizers().items():
         state = opt.state_dict()["state"]
         assert state and tensors_equal(state, saved["agent"]["optimizers"][name]["state"]), name
     assert len(trainer.buffer) == frames
-    stored = saved["buffer"]["_storage"]["_storage"]
-    assert torch.equal(trainer.buffer[:frames]["observation"], stored["observation"][:frames])
-    assert torch.equal(trainer.buffer[:frames]["action"], stored["action"][:frames])
+    assert tensors_equal(trainer.buffer.data, saved["buffer"]["data"])
 
     trainer.iteration()
     assert trainer.frames == frames + 4
     assert len(trainer.buffer) == frames + 4
     assert agent.updates == saved["agent"]["updates"] + 4
-    assert agent.policy.step.item() == frames + 4
-    assert torch.equal(trainer.buffer[:frames]["observation"], stored["observation"][:frames])
+    assert trainer.progress.frames.item() == frames + 4
+
+
+class Recorder:
+    """A logger that keeps every scalar it is handed."""
+
+    def __init__(self):
+        self.rows = []
+
+    def log_scalar(self, name, value, step):
+        self.rows.append((name, value, step))
+
+
+def train_to(overrides, total, run_dir, resume=None):
+    cfg = load_config(
+        [*overrides, f"trainer.total_frames={total}", "logger=none"]
+        + ([f"trainer.resume={resume}"] if resume else [])
+    )
+    trainer = build(cfg, run_dir)
+    trainer.logger = Recorder()
+    summary = trainer.train()
+    return trainer, summary
+
+
+EXACT_CASES = {
+    "dqn_cartpole": [
+        "env=cartpole",
+        "env.num_envs=4",
+        "agent.hidden=[32,32]",
+        "trainer.batch_size=32",
+        "trainer.init_random_frames=64",
+    ],
+    "ddpg_pendulum_ou": [
+        "experiment=ddpg_pendulum",
+        "agent.hidden=[32,32]",
+        "agent.noise=ou",
+        "env.num_envs=2",
+        "trainer.batch_size=32",
+        "trainer.init_random_frames=64",
+        "env.eval_envs=2",
+    ],
+    "sac_marinenav": [
+        "env=marinenav_continuous",
+        "agent=sac",
+        "agent.hidden=[32,32]",
+        "env.num_envs=4",
+        "env.max_episode_steps=40",
+        "trainer.batch_size=32",
+        "trainer.init_random_frames=64",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXACT_CASES))
+def test_resumed_run_equals_the_uninterrupted_run_bitwise(tmp_path, case):
+    """Stop after a checkpoint, resume in a fresh trainer: frames, logged losses and
+    returns, evaluations and final weights equal the run that never stopped."""
+    args = EXACT_CASES[case] + [
+        "trainer.progress=false",
+        "trainer.log_interval=64",
+        "trainer.eval_interval=128",
+        "trainer.checkpoint_interval=128",
+        "seed=3",
+    ]
+    whole, whole_summary = train_to(args, 256, tmp_path / "whole")
+    first, _ = train_to(args, 128, tmp_path / "first")
+    second, second_summary = train_to(args, 256, tmp_path / "second", resume=tmp_path / "first")
+    assert second.frames == whole.frames == 256
+    # every logged scalar (losses, training returns, evaluations) but the wall-clock fps
+    resumed_rows = _without_fps(first.logger.rows + second.logger.rows)
+    assert resumed_rows == _without_fps(whole.logger.rows)
+    assert any("loss" in name and step > 128 for name, _, step in resumed_rows)
+    assert second_summary["eval_history"] == whole_summary["eval_history"]
+    assert second_summary["eval_metrics"] == whole_summary["eval_metrics"]
+    for name, module in whole.agent.modules().items():
+        assert tensors_equal(module.state_dict(), second.agent.modules()[name].state_dict()), name
+
+
+def _without_fps(rows):
+    return [r for r in rows if not r[0].endswith("fps")]

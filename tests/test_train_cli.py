@@ -65,7 +65,8 @@ def test_a_run_leaves_logs_checkpoint_plot_and_summary(tmp_path):
         (["env.num_envs=0"], "num_envs must be >= 1"),
         (["trainer.resume=/nonexistent/run"], "checkpoint not found"),
         (["trainer.frames_per_batch=3", "env.num_envs=2"], "not a multiple"),
-        (["env=marinenav", "env.num_envs=2", "env.eval_envs=2"], "no multi-robot agent"),
+        (["env=packing", "env.resolution=32", "env.pool_size=8"], "multi-part discrete"),
+        (["env=marinenav", "env.num_envs=2", "env.eval_envs=2"], "fixed set of 60 episodes"),
         (
             ["env=marinenav", "env.num_envs=2", "env.curriculum=[{from_step:5}]"],
             r"env.curriculum\[0\] needs exactly the keys",

@@ -3,7 +3,9 @@ from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.envs.cartpole import CartPoleEnv
-from gpurl.policies import FlatEncoder, PolicyWrapper, QNetwork
+from gpurl.envs.info import env_info
+from gpurl.policies import PolicyWrapper, QNetwork, SpecEncoder, make_exploration
+from gpurl.progress import Progress
 from gpurl.trainers.collector import LeanCollector
 from gpurl.trainers.evaluation import evaluate, first_episode_returns
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
@@ -20,10 +22,16 @@ def test_first_episode_returns_stop_at_each_envs_first_done():
     assert first_episode_returns(td).tolist() == [3.0, 4.0]
 
 
+def time_major(td):
+    return td.transpose(0, 1).contiguous()
+
+
 def test_episode_tracker_counts_finished_episodes_across_batches():
     tracker = EpisodeTracker(2, "cpu")
-    tracker.update(rollout([[1, 1, 1], [2, 2, 2]], [[False, True, False], [False, False, False]]))
-    tracker.update(rollout([[1, 1, 1], [2, 2, 2]], [[False, False, True], [True, False, False]]))
+    a = rollout([[1, 1, 1], [2, 2, 2]], [[False, True, False], [False, False, False]])
+    b = rollout([[1, 1, 1], [2, 2, 2]], [[False, False, True], [True, False, False]])
+    tracker.update(time_major(a))
+    tracker.update(time_major(b))
     stats = tracker.read()
     # env 0: episodes of 2 and 4 steps (returns 2, 4); env 1: one of 4 steps (return 8)
     assert stats == {"episodes": 3.0, "return": 14 / 3, "length": 10 / 3}
@@ -39,17 +47,19 @@ def test_metric_sums_average_each_key_over_its_own_count():
 
 
 class PushRight(torch.nn.Module):
+    kind = "q"
+
     def __init__(self):
         super().__init__()
         self.bias = torch.nn.Parameter(torch.tensor([0.0, 1.0]))
 
-    def forward(self, obs):
-        return self.bias.expand(*obs.shape[:-1], 2)
+    def forward(self, td):
+        return self.bias.expand(*td["observation"].shape[:-1], 2)
 
 
 def test_evaluate_counts_one_greedy_episode_per_env():
     env = CartPoleEnv(num_envs=5, seed=3)
-    policy = PolicyWrapper(PushRight(), env.action_spec)
+    policy = PolicyWrapper(PushRight(), env_info(env), Progress())
     returns = evaluate(env, policy)
     # replay the same starts step by step: pushing right always tips the pole in ~10 steps
     replay = CartPoleEnv(num_envs=5, seed=3)
@@ -63,21 +73,37 @@ def test_evaluate_counts_one_greedy_episode_per_env():
     assert torch.equal(returns, lengths) and (returns < 30).all()
 
 
-def test_lean_collector_batches_are_consecutive_transitions():
+def test_lean_collector_batches_are_consecutive_time_major_transitions():
     env = CartPoleEnv(num_envs=3)
-    q = QNetwork(FlatEncoder((4,)), 2, (8,))
-    collector = LeanCollector(env, PolicyWrapper(q, env.action_spec), frames_per_batch=12)
+    info, progress = env_info(env), Progress()
+    q = QNetwork(SpecEncoder(info), 2, (8,))
+    policy = PolicyWrapper(q, info, progress, make_exploration({}, info))
+    collector = LeanCollector(env, policy, info, frames_per_batch=12, progress=progress)
     with set_exploration_type(ExplorationType.RANDOM):
-        first, second = collector.rollout(), collector.rollout()
-    assert first.shape == (3, 4) and first["action"].shape == (3, 4)
+        first = collector.rollout().clone()  # the buffer is reused: keep a copy
+        buffer = collector.buffer
+        second = collector.rollout()
+    assert collector.buffer is buffer  # preallocated once, filled in place
+    assert first.shape == (4, 3) and first["action"].shape == (4, 3)
+    assert progress.frames == 24  # the collector advances the frame clock as it steps
     for batch in (first, second):
-        not_done = ~batch["next", "done"][:, :-1, 0]
+        not_done = ~batch["next", "done"][:-1, :, 0]
         # the next observation of a step is the observation of the following step
         # unless the episode ended in between (then the env was reset)
-        same = (batch["next", "observation"][:, :-1] == batch["observation"][:, 1:]).all(-1)
+        same = (batch["next", "observation"][:-1] == batch["observation"][1:]).all(-1)
         assert same[not_done].all()
-    boundary_same = (first["next", "observation"][:, -1] == second["observation"][:, 0]).all(-1)
-    assert boundary_same[~first["next", "done"][:, -1, 0]].all()
+    boundary_same = (first["next", "observation"][-1] == second["observation"][0]).all(-1)
+    assert boundary_same[~first["next", "done"][-1, :, 0]].all()
+
+
+def test_collector_stores_next_observations_only_when_asked():
+    env = CartPoleEnv(num_envs=2)
+    info, progress = env_info(env), Progress()
+    policy = PolicyWrapper(QNetwork(SpecEncoder(info), 2, (8,)), info, progress)
+    collector = LeanCollector(env, policy, info, 4, progress, next_obs=False)
+    batch = collector.rollout()
+    assert ("next", "observation") not in batch.keys(True)
+    assert {"reward", "terminated", "truncated", "done"} <= set(batch["next"].keys())
 
 
 class CurriculumProbe(CartPoleEnv):

@@ -1,15 +1,17 @@
-"""Agents by name. Each builds its policy, losses and optimisers from the env's specs."""
+"""Agents by name. Each builds its policy, losses and optimisers from an EnvInfo."""
 
 from __future__ import annotations
 
-from torchrl.data import Composite
+from torchrl.data import MultiCategorical
 
 from gpurl.agents.base import Agent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
+from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
+from gpurl.progress import Progress
 
 AGENTS: dict[str, type[Agent]] = {
     "dqn": DQNAgent,
@@ -19,15 +21,15 @@ AGENTS: dict[str, type[Agent]] = {
 }
 
 
-def make_agent(agent_cfg, observation_spec, action_spec, device, random_frames: int = 0) -> Agent:
+def make_agent(agent_cfg, info: EnvInfo, progress: Progress, random_frames: int = 0) -> Agent:
     name = agent_cfg["name"]
     if name not in AGENTS:
         raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
-    if isinstance(action_spec, Composite) and "agents" in action_spec.keys():
-        # one shared policy over a robots dimension: IQN, AC-IQN and Rainbow, not built yet
+    if isinstance(info.action_spec, MultiCategorical):
         raise ConfigError(
-            f"agent={name} acts for one agent per env, and this env's actions are a "
-            f"multi-robot ('agents', 'action') group: no multi-robot agent exists yet; drive "
-            f"the env from Python (gpurl.envs.marinenav, tools/eval_marinenav.py) meanwhile"
+            f"agent={name} cannot act in this env: its action is a multi-part discrete "
+            f"choice (packing's item, orientation and corner), which only a hierarchical "
+            f"agent fits, and none is built yet; drive the env from Python "
+            f"(gpurl.envs.packing, tools/eval_packing.py) meanwhile"
         )
-    return AGENTS[name](agent_cfg, observation_spec, action_spec, device, random_frames)
+    return AGENTS[name](agent_cfg, info, progress, random_frames)

@@ -1,8 +1,16 @@
-"""What every agent shares: reading specs, optimisers, target networks, state dicts.
+"""What every agent shares: checking the action space, optimisers, target networks, state.
 
-An agent owns its networks, target networks, optimisers and a PolicyWrapper for acting.
-`update(batch)` takes a replay sample and returns a TensorDict of device scalars (losses
-and the like); the trainer accumulates them and reads them once per log interval.
+An agent is built from (cfg, EnvInfo, Progress): it owns its networks, target
+networks, optimisers and a PolicyWrapper for acting, and declares what it needs from
+the trainer:
+
+    on_policy        which trainer fits (trainer=off_policy or trainer=on_policy)
+    replay_spec()    off-policy: n-step, gamma, prioritized replay (trainers/replay.py)
+    update(batch, progress) -> TensorDict of device scalars (losses and the like); for
+                     prioritized replay also a "priority" entry [batch] the trainer
+                     hands back to the buffer
+
+The trainer accumulates the metrics and reads them once per log interval.
 """
 
 from __future__ import annotations
@@ -13,46 +21,31 @@ from collections.abc import Iterable, Mapping
 import torch
 from tensordict import TensorDict
 from torch import nn
-from torchrl.data import Bounded, Categorical, Composite
+from torchrl.data import Bounded
 
+from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
-
-MASK_KEYS = ("action_mask", "mask")
-
-
-def observation_key(observation_spec: Composite, requested: str | None = None) -> str:
-    """The observation entry the networks read: `requested`, or the only non-mask entry."""
-    keys = [k for k in observation_spec.keys() if k not in MASK_KEYS]
-    if requested:
-        if requested not in observation_spec.keys():
-            raise ConfigError(f"agent.obs_key={requested} is not an observation key: {keys}")
-        return requested
-    if len(keys) != 1:
-        raise ConfigError(f"the env has observation keys {keys}: choose one with agent.obs_key=")
-    return keys[0]
+from gpurl.progress import Progress
+from gpurl.trainers.replay import ReplaySpec
 
 
-def feature_shape(observation_spec: Composite, key: str) -> torch.Size:
-    """The shape of one observation, without the env's batch dimensions."""
-    return observation_spec[key].shape[len(observation_spec.shape) :]
-
-
-def require_discrete(action_spec, agent: str) -> int:
-    if not isinstance(action_spec, Categorical):
+def require_discrete(info: EnvInfo, agent: str, fits: str) -> int:
+    if not info.discrete:
         raise ConfigError(
             f"agent={agent} needs a discrete action space but this env's actions are "
-            f"continuous: use agent=sac, td3 or ddpg, or a discrete env"
+            f"{describe_action(info)}: use agent={fits}"
         )
-    return int(action_spec.space.n)
+    return info.n_actions
 
 
-def require_continuous(action_spec, agent: str) -> int:
-    if not isinstance(action_spec, Bounded) or action_spec.dtype.is_floating_point is False:
+def require_continuous(info: EnvInfo, agent: str, fits: str) -> int:
+    spec = info.action_spec
+    if not isinstance(spec, Bounded) or not spec.dtype.is_floating_point:
         raise ConfigError(
             f"agent={agent} needs a continuous (bounded) action space but this env's actions "
-            f"are discrete: use agent=dqn, or a continuous env"
+            f"are {describe_action(info)}: use agent={fits}"
         )
-    return int(action_spec.shape[-1])
+    return info.action_dim
 
 
 def make_optimizer(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Optimizer:
@@ -84,11 +77,32 @@ def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: floa
     optimizer.step()
 
 
+def replay_spec_from(cfg) -> ReplaySpec:
+    """The replay an off-policy agent config asks for (agent.n_step, agent.prioritized...)."""
+    return ReplaySpec(
+        n_step=int(cfg.get("n_step", 1)),
+        gamma=float(cfg.gamma),
+        prioritized=bool(cfg.get("prioritized", False)),
+        alpha=float(cfg.get("priority_alpha", 0.6)),
+        beta_start=float(cfg.get("priority_beta_start", 0.4)),
+        beta_end=float(cfg.get("priority_beta_end", 1.0)),
+        beta_frames=int(cfg.get("priority_beta_frames", 0)),
+    )
+
+
 class Agent:
     """Holds named modules and optimisers so checkpoints need no per-agent code."""
 
     name: str
     policy: nn.Module
+    on_policy: bool = False
+
+    def __init__(self, cfg, info: EnvInfo, progress: Progress):
+        self.cfg, self.info, self.progress = cfg, info, progress
+        self.updates = 0
+
+    def replay_spec(self) -> ReplaySpec:
+        return replay_spec_from(self.cfg)
 
     def modules(self) -> Mapping[str, nn.Module]:
         return {k: v for k, v in vars(self).items() if isinstance(v, nn.Module)}
@@ -110,5 +124,5 @@ class Agent:
             o.load_state_dict(state["optimizers"][k])
         self.updates = state["updates"]
 
-    def update(self, batch: TensorDict) -> TensorDict:
+    def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         raise NotImplementedError

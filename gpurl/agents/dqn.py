@@ -1,5 +1,10 @@
 """DQN with double-Q targets and a dueling head as options (Mnih et al. 2015; van Hasselt
-et al. 2016; Wang et al. 2016)."""
+et al. 2016; Wang et al. 2016), n-step returns and prioritized replay from the replay.
+
+On a multi-robot env every robot's transition is its own sample (one shared Q-network);
+on an env with an action mask, the target's max (or double-Q argmax) runs over the
+next state's legal actions only.
+"""
 
 from __future__ import annotations
 
@@ -10,56 +15,67 @@ from tensordict import TensorDict
 from gpurl.agents.base import (
     Agent,
     clip_and_step,
-    feature_shape,
     hard_update,
     make_optimizer,
-    observation_key,
     polyak_update,
     require_discrete,
     target_copy,
 )
-from gpurl.policies import LinearSchedule, PolicyWrapper, QNetwork, make_encoder
+from gpurl.policies import PolicyWrapper, QNetwork, make_encoder, make_exploration
+from gpurl.trainers.replay import weighted_mean
+
+
+def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return q if mask is None else q.masked_fill(~mask, float("-inf"))
+
+
+def dqn_target(q_target_next, q_online_next, reward, discount, double: bool, mask=None):
+    """reward + discount * Q_target(s', a*), a* = argmax of Q_online (double) or Q_target,
+    over the legal actions of s'. A state with no legal action bootstraps 0."""
+    chooser = q_online_next if double else q_target_next
+    best = masked_q(chooser, mask).argmax(-1, keepdim=True)
+    next_q = q_target_next.gather(-1, best).squeeze(-1)
+    if mask is not None:
+        next_q = torch.where(mask.any(-1), next_q, 0.0)
+    return reward + discount * next_q
 
 
 class DQNAgent(Agent):
     name = "dqn"
 
-    def __init__(self, cfg, observation_spec, action_spec, device, random_frames: int = 0):
-        n_actions = require_discrete(action_spec, "dqn")
-        self.cfg = cfg
-        self.obs_key = observation_key(observation_spec, cfg.get("obs_key"))
-        shape = feature_shape(observation_spec, self.obs_key)
-        encoder = make_encoder(shape, cfg.get("pixel_scale", 255.0))
-        self.q = QNetwork(encoder, n_actions, cfg.hidden, cfg.dueling).to(device)
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        n_actions = require_discrete(info, "dqn", "sac, td3 or ddpg, or a discrete env")
+        self.q = QNetwork(
+            make_encoder(info, cfg.get("encoder")), n_actions, cfg.hidden, cfg.dueling
+        ).to(info.device)
         self.q_target = target_copy(self.q)
         self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
-        mask_key = "action_mask" if "action_mask" in observation_spec.keys() else None
         self.policy = PolicyWrapper(
-            self.q,
-            action_spec,
-            obs_key=self.obs_key,
-            mask_key=mask_key,
-            epsilon=LinearSchedule(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_frames),
-            random_frames=random_frames,
-        ).to(device)
-        self.updates = 0
+            self.q, info, progress, make_exploration(cfg, info, random_frames)
+        ).to(info.device)
+        self.mask_key = info.action_mask_key
 
-    def update(self, batch: TensorDict) -> TensorDict:
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
         cfg = self.cfg
-        obs, next_obs = batch[self.obs_key], batch["next", self.obs_key]
-        action = batch["action"].long()
-        reward = batch["next", "reward"].squeeze(-1)
-        not_done = 1.0 - batch["next", "terminated"].squeeze(-1).float()
+        nxt = batch["next"]
+        mask = nxt.get(self.mask_key) if self.mask_key else None
         with torch.no_grad():
-            target_q = self.q_target(next_obs)
-            if cfg.double:
-                best = self.q(next_obs).argmax(-1, keepdim=True)
-                next_q = target_q.gather(-1, best).squeeze(-1)
-            else:
-                next_q = target_q.max(-1).values
-            target = reward + cfg.gamma * not_done * next_q
-        q = self.q(obs).gather(-1, action.unsqueeze(-1)).squeeze(-1)
-        loss = F.smooth_l1_loss(q, target) if cfg.loss == "huber" else F.mse_loss(q, target)
+            online_next = self.q(nxt) if cfg.double else None
+            target = dqn_target(
+                self.q_target(nxt),
+                online_next,
+                batch["reward"],
+                batch["discount"],
+                cfg.double,
+                mask,
+            )
+        q = self.q(batch).gather(-1, batch["action"].long().unsqueeze(-1)).squeeze(-1)
+        if cfg.loss == "huber":
+            elementwise = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            elementwise = F.mse_loss(q, target, reduction="none")
+        loss = weighted_mean(elementwise, batch)
         clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
         self.updates += 1
         if cfg.target_update == "hard":
@@ -67,4 +83,6 @@ class DQNAgent(Agent):
                 hard_update(self.q_target, self.q)
         else:
             polyak_update(self.q_target, self.q, cfg.tau)
-        return TensorDict(loss=loss.detach(), q=q.detach().mean())
+        return TensorDict(
+            loss=loss.detach(), q=q.detach().mean(), priority=(q - target).detach().abs()
+        )

@@ -14,30 +14,25 @@ from tensordict import TensorDict
 from gpurl.agents.base import (
     Agent,
     clip_and_step,
-    feature_shape,
     make_optimizer,
-    observation_key,
     polyak_update,
     require_continuous,
     target_copy,
 )
-from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encoder
+from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encoder, make_exploration
+from gpurl.trainers.replay import weighted_mean
 
 
 class SACAgent(Agent):
     name = "sac"
 
-    def __init__(self, cfg, observation_spec, action_spec, device, random_frames: int = 0):
-        action_dim = require_continuous(action_spec, "sac")
-        self.cfg = cfg
-        self.obs_key = observation_key(observation_spec, cfg.get("obs_key"))
-        shape = feature_shape(observation_spec, self.obs_key)
-        scale = cfg.get("pixel_scale", 255.0)
-        self.actor = TanhGaussianActor(make_encoder(shape, scale), action_dim, cfg.hidden).to(
-            device
-        )
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        action_dim = require_continuous(info, "sac", "dqn, or a continuous env")
+        enc, device = cfg.get("encoder"), info.device
+        self.actor = TanhGaussianActor(make_encoder(info, enc), action_dim, cfg.hidden).to(device)
         self.critic = torch.nn.ModuleList(
-            Critic(make_encoder(shape, scale), action_dim, cfg.hidden) for _ in range(2)
+            Critic(make_encoder(info, enc), action_dim, cfg.hidden) for _ in range(2)
         ).to(device)
         self.critic_target = target_copy(self.critic)
         self.log_alpha = torch.nn.Parameter(
@@ -48,37 +43,35 @@ class SACAgent(Agent):
         self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
         self.alpha_optimizer = make_optimizer([self.log_alpha], cfg.alpha_lr)
         self.policy = PolicyWrapper(
-            self.actor, action_spec, obs_key=self.obs_key, random_frames=random_frames
+            self.actor, info, progress, make_exploration(cfg, info, random_frames)
         ).to(device)
-        self.updates = 0
 
     def modules(self):
         return {**super().modules(), "log_alpha": torch.nn.ParameterList([self.log_alpha])}
 
-    def update(self, batch: TensorDict) -> TensorDict:
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
         cfg = self.cfg
-        obs, next_obs = batch[self.obs_key], batch["next", self.obs_key]
+        nxt = batch["next"]
         action = self.policy.unscale(batch["action"])
-        reward = batch["next", "reward"].squeeze(-1)
-        not_done = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
-            next_action, next_logp = self.actor.sample(next_obs)
-            next_q = torch.stack([c(next_obs, next_action) for c in self.critic_target]).min(0)
+            next_action, next_logp = self.actor.sample(nxt)
+            next_q = torch.stack([c(nxt, next_action) for c in self.critic_target]).min(0)
             soft_value = next_q.values - alpha * next_logp
-            target = reward + cfg.gamma * not_done * soft_value
-        q = torch.stack([c(obs, action) for c in self.critic])
-        critic_loss = F.mse_loss(q, target.expand_as(q)) * 2
+            target = batch["reward"] + batch["discount"] * soft_value
+        q = torch.stack([c(batch, action) for c in self.critic])
+        elementwise = F.mse_loss(q, target.expand_as(q), reduction="none").sum(0)
+        critic_loss = weighted_mean(elementwise, batch)
         clip_and_step(
             self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
         )
 
-        new_action, logp = self.actor.sample(obs)
-        q_new = torch.stack([c(obs, new_action) for c in self.critic]).min(0).values
-        actor_loss = (alpha * logp - q_new).mean()
+        new_action, logp = self.actor.sample(batch)
+        q_new = torch.stack([c(batch, new_action) for c in self.critic]).min(0).values
+        actor_loss = weighted_mean(alpha * logp - q_new, batch)
         clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
 
-        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        alpha_loss = -weighted_mean(self.log_alpha * (logp.detach() + self.target_entropy), batch)
         clip_and_step(self.alpha_optimizer, [self.log_alpha], alpha_loss, None)
 
         polyak_update(self.critic_target, self.critic, cfg.tau)
@@ -89,4 +82,5 @@ class SACAgent(Agent):
             alpha=alpha,
             entropy=-logp.detach().mean(),
             q=q.detach().mean(),
+            priority=(q.min(0).values - target).detach().abs(),
         )

@@ -16,6 +16,8 @@ From those, this class provides both faces of the env:
 
 from __future__ import annotations
 
+import random
+
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
@@ -119,6 +121,39 @@ class NativeEnv(EnvBase):
         if seed is not None:
             self.rng.manual_seed(seed)
 
+    # -- exact resume -----------------------------------------------------------------------
+    #: host-side attributes a resumed run must restore besides the tensors (ints, a
+    #: Python random.Random), named by envs that keep such state
+    host_state: tuple[str, ...] = ()
+
+    def env_state_dict(self) -> dict:
+        """Every tensor attribute, the generator's state and the declared host state: what
+        a checkpoint needs for a resumed run to step exactly as an uninterrupted one."""
+        host = {}
+        for name in self.host_state:
+            value = getattr(self, name)
+            host[name] = value.getstate() if isinstance(value, random.Random) else value
+        tensors = {k: v for k, v in vars(self).items() if type(v) is torch.Tensor}
+        tables = {  # dicts of tensors: MarineNav's scenario pool, pixel stats
+            k: dict(v)
+            for k, v in vars(self).items()
+            if isinstance(v, dict) and v and all(type(x) is torch.Tensor for x in v.values())
+        }
+        return {"tensors": tensors, "tables": tables, "rng": self.rng.get_state(), "host": host}
+
+    def load_env_state_dict(self, state: dict) -> None:
+        for name, value in state["tensors"].items():
+            setattr(self, name, value.to(self.device))
+        for name, table in state["tables"].items():
+            setattr(self, name, {k: v.to(self.device) for k, v in table.items()})
+        self.rng.set_state(state["rng"].cpu())  # generator states live on the host
+        for name, value in state["host"].items():
+            current = getattr(self, name)
+            if isinstance(current, random.Random):
+                current.setstate(_as_tuples(value))
+            else:
+                setattr(self, name, value)
+
     # -- lean face ------------------------------------------------------------------------
     def lean_reset(self) -> TensorDict:
         """Reset every env; return the observation to act on."""
@@ -139,3 +174,10 @@ class NativeEnv(EnvBase):
         nxt.update(reward=reward, done=done, terminated=terminated, truncated=truncated)
         self._reset_where(done.reshape(self.batch_size))
         return fast_tensordict(nxt, self.batch_size, self.device), self._observation_td()
+
+
+def _as_tuples(value):
+    """random.Random.setstate wants tuples; a checkpoint may hand back lists."""
+    if isinstance(value, list | tuple):
+        return tuple(_as_tuples(v) for v in value)
+    return value

@@ -1,12 +1,24 @@
-"""Closed-form schedules of a device step counter (DESIGN.md rule 5) and noise processes.
+"""Exploration, composed around a policy's action, and the schedules it reads.
 
-A schedule is evaluated on a tensor step counter and returns a tensor, so reading it
-never leaves the device.
+A schedule is a closed-form function of a device counter of the progress record
+(DESIGN.md rule 5), so evaluating it never leaves the device. Each exploration module
+is `forward(action, td, frames) -> action`, acting on the batch in one pass:
+
+- EpsilonGreedy: with probability epsilon(frames) per env (or per robot), a uniform
+  random action: over the legal actions of a discrete space (action mask), over the
+  box [-1, 1]^d of a continuous one; epsilon is 1 before `random_frames` (warm-up).
+- GaussianNoise: a + sigma(frames) N(0, 1) in the normalised box.
+- OUNoise: a + sigma(frames) x, with x an Ornstein-Uhlenbeck process per env (and
+  robot), reset to 0 where an episode ends; its state is a buffer, so it is saved in
+  checkpoints.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
+
+from gpurl.errors import ConfigError
 
 
 class LinearSchedule:
@@ -34,3 +46,89 @@ def uniform_legal_action(mask: torch.Tensor) -> torch.Tensor:
 def ou_step(state: torch.Tensor, theta: float, sigma: float, dt: float = 1e-2) -> torch.Tensor:
     """One Ornstein-Uhlenbeck step toward 0: dx = -theta x dt + sigma sqrt(dt) N(0, 1)."""
     return state - theta * state * dt + sigma * dt**0.5 * torch.randn_like(state)
+
+
+class EpsilonGreedy(nn.Module):
+    def __init__(self, epsilon: LinearSchedule, n_actions: int | None = None, random_frames=0):
+        super().__init__()
+        self.epsilon = epsilon
+        self.n_actions = n_actions  # None: a continuous action in [-1, 1]^d
+        self.random_frames = int(random_frames)
+
+    def rate(self, frames: torch.Tensor) -> torch.Tensor:
+        return torch.where(frames < self.random_frames, 1.0, self.epsilon(frames))
+
+    def forward(self, action, td, frames, mask=None):
+        if self.n_actions is None:
+            coin = torch.rand(action.shape[:-1] + (1,), device=action.device) < self.rate(frames)
+            return torch.where(coin, torch.rand_like(action) * 2 - 1, action)
+        if mask is None:
+            random = torch.randint(self.n_actions, action.shape, device=action.device)
+        else:
+            random = uniform_legal_action(mask)
+        coin = torch.rand(action.shape, device=action.device) < self.rate(frames)
+        return torch.where(coin, random, action)
+
+
+class GaussianNoise(nn.Module):
+    def __init__(self, sigma: LinearSchedule):
+        super().__init__()
+        self.sigma = sigma
+
+    def forward(self, action, td, frames, mask=None):
+        return action + self.sigma(frames) * torch.randn_like(action)
+
+
+class OUNoise(nn.Module):
+    """Ornstein-Uhlenbeck noise with one process per action slot of the training env."""
+
+    def __init__(self, sigma: LinearSchedule, shape, theta: float = 0.15, device="cpu"):
+        super().__init__()
+        self.sigma, self.theta = sigma, float(theta)
+        self.register_buffer("state", torch.zeros(tuple(shape), device=device))
+
+    def forward(self, action, td, frames, mask=None):
+        if action.shape != self.state.shape:
+            raise ConfigError(
+                f"OU noise was sized for actions {tuple(self.state.shape)}, got "
+                f"{tuple(action.shape)}: OU exploration runs on the training env only"
+            )
+        self.state.copy_(ou_step(self.state, self.theta, 1.0))
+        return action + self.sigma(frames) * self.state
+
+    def episode_end(self, done: torch.Tensor) -> None:
+        """Restart the process where done [*env batch] is True."""
+        keep = (~done).reshape(done.shape + (1,) * (self.state.dim() - done.dim()))
+        self.state.mul_(keep)
+
+
+def make_exploration(cfg, info, random_frames: int = 0) -> list[nn.Module]:
+    """The exploration an agent config asks for, for the env's action space.
+
+    Keys read (all optional): epsilon_start / epsilon_end / epsilon_frames (epsilon
+    greedy; discrete agents default to 1 -> 0.05 over 10k frames, continuous ones to 0),
+    noise (none | gaussian | ou), noise_start / noise_end / noise_frames, ou_theta.
+    """
+    cfg = dict(cfg)
+    explore: list[nn.Module] = []
+    if not info.discrete:
+        noise = cfg.get("noise", "none")
+        sigma = LinearSchedule(
+            cfg.get("noise_start", 0.1), cfg.get("noise_end", 0.1), cfg.get("noise_frames", 0)
+        )
+        if noise == "gaussian":
+            explore.append(GaussianNoise(sigma))
+        elif noise == "ou":
+            shape = (*info.slot_shape, info.action_dim)
+            explore.append(OUNoise(sigma, shape, cfg.get("ou_theta", 0.15), info.device))
+        elif noise not in ("none", None):
+            raise ConfigError(f"unknown exploration noise '{noise}': use none, gaussian or ou")
+    default = (1.0, 0.05, 10000) if info.discrete else (0.0, 0.0, 0)
+    epsilon = LinearSchedule(
+        cfg.get("epsilon_start", default[0]),
+        cfg.get("epsilon_end", default[1]),
+        cfg.get("epsilon_frames", default[2]),
+    )
+    n = info.n_actions if info.discrete else None
+    explore.append(EpsilonGreedy(epsilon, n, random_frames))
+    return explore

@@ -1,6 +1,9 @@
 """Networks on top of an encoder: Q-values, deterministic and tanh-Gaussian actors, critics.
 
-Actors act in the normalised box [-1, 1]^d; PolicyWrapper maps that to the env's
+Every network reads a TensorDict of observation entries (the encoder picks its
+entries) and keeps the TensorDict's batch dims, so the same module acts for [envs],
+[envs, robots] and a replay sample [batch]. `kind` tells PolicyWrapper how to act with
+it. Actors act in the normalised box [-1, 1]^d; PolicyWrapper maps that to the env's
 bounds, and agents map stored env actions back before feeding critics.
 """
 
@@ -10,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from tensordict import TensorDictBase
 from torch import nn
 
 from gpurl.policies.networks import mlp
@@ -17,6 +21,8 @@ from gpurl.policies.networks import mlp
 
 class QNetwork(nn.Module):
     """Q-values [..., n_actions]; `dueling` splits into value and advantage streams."""
+
+    kind = "q"
 
     def __init__(
         self, encoder: nn.Module, n_actions: int, hidden: Sequence[int] = (256, 256), dueling=False
@@ -29,7 +35,7 @@ class QNetwork(nn.Module):
         self.advantage = nn.Linear(width, n_actions)
         self.value = nn.Linear(width, 1) if dueling else None
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
         x = self.trunk(self.encoder(obs))
         adv = self.advantage(x)
         if self.value is None:
@@ -40,14 +46,14 @@ class QNetwork(nn.Module):
 class DeterministicActor(nn.Module):
     """mu(s) in [-1, 1]^d through a tanh."""
 
-    stochastic = False
+    kind = "deterministic"
 
     def __init__(self, encoder: nn.Module, action_dim: int, hidden: Sequence[int] = (256, 256)):
         super().__init__()
         self.encoder = encoder
         self.net = mlp(encoder.out_features, action_dim, hidden)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
         return torch.tanh(self.net(self.encoder(obs)))
 
 
@@ -59,7 +65,7 @@ class TanhGaussianActor(nn.Module):
     log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), which is exact and stable.
     """
 
-    stochastic = True
+    kind = "stochastic"
 
     def __init__(
         self,
@@ -81,10 +87,10 @@ class TanhGaussianActor(nn.Module):
         )
         return mean, log_std
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
         return torch.tanh(self._mean_log_std(obs)[0])
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self._mean_log_std(obs)
         std = log_std.exp()
         noise = torch.randn_like(mean)
@@ -102,5 +108,5 @@ class Critic(nn.Module):
         self.encoder = encoder
         self.net = mlp(encoder.out_features + action_dim, 1, hidden)
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat((self.encoder(obs), action), dim=-1)).squeeze(-1)

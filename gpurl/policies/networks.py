@@ -1,8 +1,17 @@
-"""Encoders turn an observation into a feature vector; heads (heads.py) sit on top.
+"""Encoders built from the env's specs: a TensorDict of observation entries in, one
+feature vector [*batch, out_features] out. Heads (heads.py) sit on top.
 
-An encoder has an `out_features` attribute. Flat observations pass through a
-FlatEncoder (the MLP layers live in the heads); image observations [C, H, W], such as
-uint8 pixel frames, go through a CNNEncoder.
+Each observation entry gets the encoder its spec calls for, and their features are
+concatenated:
+- a vector [d] (or a scalar): used as is, or through Linear(d, embed)+ReLU when
+  `embed` is set (MarineNav's self state: 7 -> 56);
+- an object list [M, D] with a slot mask entry ("objects" + "objects_mask"): each slot
+  through Linear(D, object_embed)+ReLU, masked slots zeroed, slots concatenated
+  (MarineNav's 5 objects: 5 x 40);
+- an image: [C, H, W], or [H, W] of integers, through the Nature-DQN convolutions,
+  scaled to [0, 1] by the spec's bounds (gpurl's 4-shade pixels are 0..3: divided by
+  3, never by a guessed 255; an unbounded uint8 image is divided by 255);
+- anything else is flattened.
 """
 
 from __future__ import annotations
@@ -11,7 +20,11 @@ from collections.abc import Sequence
 from math import prod
 
 import torch
+from tensordict import TensorDictBase
 from torch import nn
+from torchrl.data import Bounded
+
+from gpurl.envs.info import EnvInfo
 
 
 def mlp(
@@ -19,40 +32,48 @@ def mlp(
     out_features: int | None,
     hidden: Sequence[int] = (256, 256),
     activation: type[nn.Module] = nn.ReLU,
+    layer_norm: bool = False,
 ) -> nn.Sequential:
-    """Linear+activation for each hidden width, then a final Linear if out_features is set."""
+    """Linear(+LayerNorm)+activation per hidden width, then a final Linear if
+    out_features is set."""
     layers: list[nn.Module] = []
     width = in_features
     for h in hidden:
-        layers += [nn.Linear(width, h), activation()]
+        layers.append(nn.Linear(width, h))
+        if layer_norm:
+            layers.append(nn.LayerNorm(h))
+        layers.append(activation())
         width = h
     if out_features is not None:
         layers.append(nn.Linear(width, out_features))
     return nn.Sequential(*layers)
 
 
-class FlatEncoder(nn.Module):
-    """Flattens the trailing observation dims; float conversion only."""
+def pixel_range(spec) -> tuple[float, float]:
+    """(low, high) of an image spec's values: its bounds, or 0..255 for unbounded uint8."""
+    if isinstance(spec, Bounded):
+        return float(spec.space.low.min()), float(spec.space.high.max())
+    if spec.dtype == torch.uint8:
+        return 0.0, 255.0
+    return 0.0, 1.0
 
-    def __init__(self, shape: Sequence[int]):
-        super().__init__()
-        self.ndim = len(shape)
-        self.out_features = prod(shape)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs.flatten(-self.ndim).float() if self.ndim != 1 else obs.float()
+def is_image(shape: torch.Size, dtype: torch.dtype) -> bool:
+    return len(shape) == 3 or (
+        len(shape) == 2 and not dtype.is_floating_point and dtype != torch.bool
+    )
 
 
 class CNNEncoder(nn.Module):
-    """The Nature-DQN convolution stack for frames [..., C, H, W] (uint8 or float).
+    """The Nature-DQN convolutions for frames [..., C, H, W] (or [..., H, W]), scaled to
+    [0, 1] from the value range (low, high)."""
 
-    `scale` divides the input first (3 for gpurl's 4-shade pixel frames, 255 for RGB).
-    """
-
-    def __init__(self, shape: Sequence[int], scale: float = 255.0, features: int = 512):
+    def __init__(self, shape: Sequence[int], value_range=(0.0, 255.0), features: int = 512):
         super().__init__()
-        c, h, w = shape
-        self.scale = scale
+        self.image_ndim = len(shape)
+        c, h, w = shape if len(shape) == 3 else (1, *shape)
+        low, high = value_range
+        self.low, self.inv_range = float(low), 1.0 / max(float(high) - float(low), 1e-12)
         self.convs = nn.Sequential(
             nn.Conv2d(c, 32, 8, stride=4),
             nn.ReLU(),
@@ -65,16 +86,81 @@ class CNNEncoder(nn.Module):
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, c, h, w)).shape[-1]
         self.fc = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
+        self.in_shape = (c, h, w)
         self.out_features = features
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        batch = obs.shape[:-3]
-        x = obs.reshape(-1, *obs.shape[-3:]).float() / self.scale
+        batch = obs.shape[: obs.dim() - self.image_ndim]
+        x = (obs.reshape(-1, *self.in_shape).float() - self.low) * self.inv_range
         return self.fc(self.convs(x)).reshape(*batch, -1)
 
 
-def make_encoder(shape: Sequence[int], pixel_scale: float = 255.0) -> nn.Module:
-    """CNN for [C, H, W] observations, flat pass-through for everything else."""
-    if len(shape) == 3:
-        return CNNEncoder(shape, scale=pixel_scale)
-    return FlatEncoder(shape)
+class VectorEncoder(nn.Module):
+    """A vector entry [d] (a scalar counts as [1]), optionally embedded."""
+
+    def __init__(self, shape: Sequence[int], embed: int = 0):
+        super().__init__()
+        self.ndim = len(shape)
+        d = prod(shape) if shape else 1
+        self.embed = nn.Sequential(nn.Linear(d, embed), nn.ReLU()) if embed else None
+        self.out_features = embed or d
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.unsqueeze(-1) if self.ndim == 0 else obs.flatten(obs.dim() - self.ndim)
+        x = x.float()
+        return self.embed(x) if self.embed is not None else x
+
+
+class ObjectListEncoder(nn.Module):
+    """Object slots [M, D] with a slot mask [M]: each slot embedded, empty slots zeroed,
+    slots concatenated in order."""
+
+    def __init__(self, shape: Sequence[int], embed: int = 40):
+        super().__init__()
+        slots, dim = shape
+        self.embed = nn.Sequential(nn.Linear(dim, embed), nn.ReLU())
+        self.out_features = slots * embed
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.embed(obs.float()) * mask.unsqueeze(-1).to(obs.dtype)
+        return x.flatten(-2)
+
+
+class SpecEncoder(nn.Module):
+    """Every observation entry of an EnvInfo through its own encoder, concatenated."""
+
+    def __init__(self, info: EnvInfo, embed: int = 0, object_embed: int = 40, cnn_features=512):
+        super().__init__()
+        self.keys = list(info.obs_keys)
+        self.mask_keys = [info.slot_masks.get(k) for k in self.keys]
+        parts = []
+        for key, mask_key in zip(self.keys, self.mask_keys, strict=True):
+            shape, spec = info.obs_shapes[key], info.obs_specs[key]
+            if mask_key is not None and len(shape) == 2:
+                parts.append(ObjectListEncoder(shape, object_embed))
+            elif is_image(shape, spec.dtype):
+                parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features))
+            else:
+                parts.append(VectorEncoder(shape, embed))
+        self.parts = nn.ModuleList(parts)
+        self.out_features = sum(p.out_features for p in parts)
+
+    def forward(self, td: TensorDictBase) -> torch.Tensor:
+        feats = []
+        for key, mask_key, part in zip(self.keys, self.mask_keys, self.parts, strict=True):
+            if mask_key is not None and isinstance(part, ObjectListEncoder):
+                feats.append(part(td.get(key), td.get(mask_key)))
+            else:
+                feats.append(part(td.get(key)))
+        return feats[0] if len(feats) == 1 else torch.cat(feats, dim=-1)
+
+
+def make_encoder(info: EnvInfo, cfg=None) -> SpecEncoder:
+    """The encoder an agent config asks for (`agent.encoder.embed`, `object_embed`)."""
+    opts = dict(cfg or {})
+    return SpecEncoder(
+        info,
+        embed=int(opts.get("embed", 0) or 0),
+        object_embed=int(opts.get("object_embed", 40) or 40),
+        cnn_features=int(opts.get("cnn_features", 512) or 512),
+    )

@@ -1,32 +1,52 @@
-"""PolicyWrapper: one batched module that turns observations into env actions.
+"""PolicyWrapper: the batched TensorDict module that turns observations into env actions.
 
-It wraps a Q-network (discrete action specs) or an actor (continuous, bounded specs)
-and adds exploration, all on the device:
-- discrete: greedy argmax under an optional action mask; epsilon-greedy with a coin
-  per env and random actions uniform over the legal ones;
-- continuous: the actor's action in [-1, 1]^d, plus Gaussian or Ornstein-Uhlenbeck
-  noise for deterministic actors or a sample for stochastic ones, an optional
-  epsilon-uniform action, then mapped to the bounds held as buffers;
-- before `random_frames` frames every action is uniform random (warm-up).
-Epsilon and noise scales are closed-form schedules of a step counter kept in a device
-buffer, advanced by the batch size at every exploring call.
+td in, td out: it reads the observation entries (and the action mask) of an EnvInfo,
+and writes the action at the env's action key, plus what the agent stores with it
+(the log-probability and the state value of on-policy agents). One module acts for a
+batch of envs or a batch of envs x robots: every network keeps the leading dims.
 
-Exploration follows TorchRL's global exploration type rather than train()/eval():
-inside `set_exploration_type(ExplorationType.DETERMINISTIC)` (evaluation) the action
-is greedy; under RANDOM, or outside any context, the policy explores.
+It composes three things:
+- a network whose `kind` says how to act with it: "q" (greedy argmax under the action
+  mask), "categorical" (logits: sample, or argmax when greedy), "deterministic" (an
+  action in [-1, 1]^d) or "stochastic" (`sample()` draws an action and its log-prob,
+  `forward` is the greedy action);
+- exploration modules applied in turn while exploring (exploration.py), reading the
+  progress record's frame counter;
+- for continuous actions, the map from [-1, 1]^d to the env's bounds.
+
+Exploration follows TorchRL's global exploration type: inside
+`set_exploration_type(ExplorationType.DETERMINISTIC)` (evaluation) the action is
+greedy; under RANDOM, or outside any context, the policy explores.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
-from torchrl.data import Bounded, Categorical, OneHot
 from torchrl.envs.utils import ExplorationType, exploration_type
 
+from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
-from gpurl.policies.exploration import LinearSchedule, ou_step, uniform_legal_action
+from gpurl.progress import Progress
+
+LOG_PROB = "sample_log_prob"
+VALUE = "state_value"
+
+
+def sample_categorical(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An action drawn from softmax(logits) by the Gumbel-max trick, and its log-prob.
+
+    No host reads (torch.distributions validates its arguments on the host) and one
+    fused pass: argmax(logits + Gumbel noise) is distributed as softmax(logits).
+    """
+    u = torch.rand_like(logits).clamp_(1e-20, 1.0)
+    action = (logits - (-u.log()).log()).argmax(-1)
+    log_prob = logits.log_softmax(-1).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+    return action, log_prob
 
 
 def exploring() -> bool:
@@ -37,47 +57,32 @@ class PolicyWrapper(TensorDictModuleBase):
     def __init__(
         self,
         network: nn.Module,
-        action_spec,
-        obs_key="observation",
-        action_key="action",
-        mask_key=None,
-        epsilon: LinearSchedule | None = None,
-        noise: str = "none",
-        noise_scale: LinearSchedule | None = None,
-        ou_theta: float = 0.15,
-        random_frames: int = 0,
+        info: EnvInfo,
+        progress: Progress,
+        exploration: Sequence[nn.Module] = (),
+        value: nn.Module | None = None,
+        write_log_prob: bool = False,
     ):
         super().__init__()
         self.network = network
-        self.obs_key, self.action_key, self.mask_key = obs_key, action_key, mask_key
-        self.in_keys = [obs_key] + ([mask_key] if mask_key else [])
-        self.out_keys = [action_key]
-        self.discrete = isinstance(action_spec, Categorical | OneHot)
-        if isinstance(action_spec, OneHot):
-            raise ConfigError("one-hot action specs are not supported: use integer (Categorical)")
-        if not self.discrete and not isinstance(action_spec, Bounded):
-            raise ConfigError(f"unsupported action spec {type(action_spec).__name__}")
-        if self.discrete:
-            self.n_actions = int(action_spec.space.n)
-        else:
-            low = action_spec.space.low.reshape(-1)[: action_spec.shape[-1]]
-            high = action_spec.space.high.reshape(-1)[: action_spec.shape[-1]]
-            self.register_buffer("low", low.clone().float())
-            self.register_buffer("high", high.clone().float())
-            self.action_dim = int(action_spec.shape[-1])
-        if noise not in ("none", "gaussian", "ou"):
-            raise ConfigError(f"unknown exploration noise '{noise}': use none, gaussian or ou")
-        self.epsilon = epsilon or LinearSchedule(0.0, 0.0, 0)
-        self.noise = noise
-        self.noise_scale = noise_scale or LinearSchedule(0.1, 0.1, 0)
-        self.ou_theta = ou_theta
-        self.random_frames = int(random_frames)
-        self.register_buffer("step", torch.zeros((), dtype=torch.int64, device=self.device_hint()))
-        self.register_buffer("ou_state", torch.zeros(0), persistent=False)
-
-    def device_hint(self):
-        p = next(self.network.parameters(), None)
-        return p.device if p is not None else torch.device("cpu")
+        self.kind = network.kind
+        self.discrete = info.discrete
+        if self.discrete != (self.kind in ("q", "categorical")):
+            raise ConfigError(
+                f"a {self.kind} network cannot act in a {info.action_kind()} action space"
+            )
+        self.action_key, self.mask_key = info.action_key, info.action_mask_key
+        self.progress = progress
+        self.exploration = nn.ModuleList(exploration)
+        self.value = value
+        self.write_log_prob = write_log_prob
+        self.in_keys = info.input_keys
+        self.out_keys = [self.action_key] + ([LOG_PROB] if write_log_prob else [])
+        self.out_keys += [VALUE] if value is not None else []
+        if not self.discrete:
+            low, high = info.action_bounds
+            self.register_buffer("low", low.to(info.device))
+            self.register_buffer("high", high.to(info.device))
 
     # -- action scaling -----------------------------------------------------------------
     def scale(self, action: torch.Tensor) -> torch.Tensor:
@@ -89,54 +94,46 @@ class PolicyWrapper(TensorDictModuleBase):
         return (action - self.low) / (self.high - self.low) * 2 - 1
 
     # -- acting ---------------------------------------------------------------------------
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        mask = tensordict.get(self.mask_key) if self.mask_key else None
-        tensordict.set(self.action_key, self.act(tensordict.get(self.obs_key), mask))
-        return tensordict
-
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The env action for a batch of observations: the tensor path under forward()."""
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
         explore = exploring()
-        if self.discrete:
-            return self._discrete(obs, mask, explore)
-        return self.scale(self._continuous(obs, explore))
+        mask = td.get(self.mask_key) if self.mask_key else None
+        action, log_prob = self._act(td, mask, explore)
+        if explore:
+            frames = self.progress.frames
+            for module in self.exploration:
+                action = module(action, td, frames, mask)
+        if not self.discrete:
+            action = self.scale(action.clamp(-1.0, 1.0))
+        td.set(self.action_key, action)
+        if self.write_log_prob:
+            td.set(LOG_PROB, log_prob)
+        if self.value is not None:
+            td.set(VALUE, self.value(td))
+        return td
 
-    def _epsilon(self) -> torch.Tensor:
-        eps = self.epsilon(self.step)
-        return torch.where(self.step < self.random_frames, 1.0, eps)
+    def _act(self, td, mask, explore):
+        kind = self.kind
+        if kind in ("q", "categorical"):
+            scores = self.network(td)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            if kind == "categorical" and explore:
+                return sample_categorical(scores)
+            return scores.argmax(-1), None
+        if kind == "stochastic" and explore:
+            return self.network.sample(td)
+        return self.network(td), None
 
-    def _discrete(self, obs, mask, explore):
-        q = self.network(obs)
-        if mask is not None:
-            q = q.masked_fill(~mask, float("-inf"))
-        greedy = q.argmax(-1)
-        if not explore:
-            return greedy
-        if mask is None:
-            random = torch.randint(self.n_actions, greedy.shape, device=q.device)
-        else:
-            random = uniform_legal_action(mask)
-        coin = torch.rand(greedy.shape, device=q.device) < self._epsilon()
-        self.step.add_(greedy.numel())
-        return torch.where(coin, random, greedy)
+    def episode_end(self, done: torch.Tensor) -> None:
+        """Tell stateful exploration (OU noise) which envs start a new episode."""
+        for module in self.exploration:
+            if hasattr(module, "episode_end"):
+                module.episode_end(done)
 
-    def _continuous(self, obs, explore):
-        if not explore:
-            return self.network(obs)
-        if getattr(self.network, "stochastic", False):
-            action, _ = self.network.sample(obs)
-        else:
-            action = self.network(obs)
-            if self.noise == "gaussian":
-                action = action + self.noise_scale(self.step) * torch.randn_like(action)
-            elif self.noise == "ou":
-                if self.ou_state.shape != action.shape:
-                    self.ou_state = torch.zeros_like(action)
-                self.ou_state = ou_step(self.ou_state, self.ou_theta, 1.0)
-                action = action + self.noise_scale(self.step) * self.ou_state
-        batch = action.shape[:-1].numel()
-        coin = torch.rand(action.shape[:-1] + (1,), device=action.device) < self._epsilon()
-        uniform = torch.rand_like(action) * 2 - 1
-        self.step.add_(batch)
-        return torch.where(coin, uniform, action).clamp(-1.0, 1.0)
+    def epsilon(self) -> torch.Tensor | None:
+        """The current epsilon (a device scalar), for logging; None without epsilon-greedy."""
+        for module in self.exploration:
+            if hasattr(module, "rate"):
+                return module.rate(self.progress.frames)
+        return None

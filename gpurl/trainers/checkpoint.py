@@ -39,7 +39,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
 def load_checkpoint(path: str | os.PathLike, device) -> dict:
     p = resolve_checkpoint(path)
     try:
-        state = torch.load(p, map_location=device, weights_only=False)
+        state = torch.load(p, map_location=device, weights_only=True)
     except Exception as err:  # torch raises several types for a damaged file
         raise ConfigError(
             f"could not read checkpoint {p} ({type(err).__name__}): the file is damaged or "

@@ -1,10 +1,24 @@
-"""Collection: iterators of TensorDict batches shaped [num_envs, steps], TorchRL-style.
+"""Collection: a preallocated time-major buffer [T, num_envs], filled in place.
 
 Native gpurl envs get the LeanCollector: a time loop over the env's lean path and the
-policy, with autoreset under masks inside the env, no spec checks and no host reads.
-Anything else (Gymnasium tasks through TorchRL) gets TorchRL's stock Collector. Both
-yield the same entries: the observation, "action", and ("next", ...) observation,
-reward, done, terminated, truncated. tools/bench_collect.py measures the difference.
+policy (a TensorDict module), with autoreset under masks inside the env, no spec checks
+and no host reads. It stores only the keys the policy and the env declare:
+
+    the policy's inputs (observation entries, masks) and outputs (action, log-prob,
+    value), the validity mask of a group slot, and under "next" the reward /
+    terminated / truncated / done entries the agent learns from (per robot on
+    MarineNav) plus the root reward and done the episode tracker reads; the next
+    observation entries only when the agent bootstraps from them (off-policy).
+
+The buffer is allocated at the first step and reused: a rollout's TensorDict is
+overwritten by the next one, so consumers copy what they keep (the replay does). The
+env state after the rollout stays in `obs`, the observation to act on next (on-policy
+agents bootstrap from it). The collector advances the progress record's frame and
+episode counters as it steps, on the device.
+
+Anything else (Gymnasium tasks through TorchRL) gets TorchRL's stock Collector, its
+batches transposed to the same time-major layout. tools/bench_collect.py measures the
+difference.
 """
 
 from __future__ import annotations
@@ -15,80 +29,149 @@ from torchrl.collectors import Collector
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.envs.base import NativeEnv
+from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
+from gpurl.progress import Progress
+
+
+def collected_keys(info: EnvInfo, policy, next_obs: bool) -> tuple[list, list]:
+    """(keys stored per step, keys stored under "next")."""
+    now = list(policy.in_keys) + ([info.valid_key] if info.valid_key else [])
+    now += list(policy.out_keys)
+    learn = [info.reward_key, info.terminated_key, info.truncated_key, info.done_key]
+    nxt = list(dict.fromkeys(learn + ["reward", "done"]))
+    if next_obs:
+        nxt += list(policy.in_keys)
+    return list(dict.fromkeys(now)), nxt
+
+
+def frames_per_batch_steps(frames_per_batch: int, num_envs: int) -> int:
+    if frames_per_batch % num_envs:
+        raise ConfigError(
+            f"trainer.frames_per_batch={frames_per_batch} is not a multiple of "
+            f"env.num_envs={num_envs}: make it one, or leave it unset (null) to collect "
+            f"one step of every env per batch"
+        )
+    return frames_per_batch // num_envs
 
 
 class LeanCollector:
-    def __init__(self, env: NativeEnv, policy, frames_per_batch: int, total_frames: int = -1):
-        if frames_per_batch % env.num_envs:
-            raise ConfigError(
-                f"trainer.frames_per_batch={frames_per_batch} is not a multiple of "
-                f"env.num_envs={env.num_envs}: make it one"
-            )
-        self.env, self.policy = env, policy
-        self.steps = frames_per_batch // env.num_envs
+    def __init__(
+        self,
+        env: NativeEnv,
+        policy,
+        info: EnvInfo,
+        frames_per_batch: int,
+        progress: Progress,
+        next_obs: bool = True,
+    ):
+        self.env, self.policy, self.info, self.progress = env, policy, info, progress
+        self.steps = frames_per_batch_steps(frames_per_batch, env.num_envs)
         self.frames_per_batch = frames_per_batch
-        self.total_frames = total_frames
+        self.keys, self.next_keys = collected_keys(info, policy, next_obs)
         self.obs: TensorDict | None = None
+        self.buffer: TensorDict | None = None
+        self._views: list[list[torch.Tensor]] = []
+        self._stateful = any(hasattr(m, "episode_end") for m in getattr(policy, "exploration", []))
+
+    def _allocate(self, td: TensorDict, nxt: TensorDict) -> None:
+        T = self.steps
+        now = {k: td.get(k) for k in self.keys}
+        later = {k: nxt.get(k) for k in self.next_keys}
+        buf = TensorDict(
+            {k: torch.zeros((T, *v.shape), dtype=v.dtype, device=v.device) for k, v in now.items()},
+            batch_size=[T, *self.env.batch_size],
+        )
+        buf["next"] = TensorDict(
+            {
+                k: torch.zeros((T, *v.shape), dtype=v.dtype, device=v.device)
+                for k, v in later.items()
+            },
+            batch_size=[T, *self.env.batch_size],
+        )
+        self.buffer = buf
+        dst = [buf.get(k) for k in self.keys] + [buf.get(("next", *_t(k))) for k in self.next_keys]
+        self._views = [[d[t] for d in dst] for t in range(T)]
 
     def rollout(self) -> TensorDict:
-        """Collect one batch [num_envs, steps] from where the last one stopped."""
+        """Collect one batch [steps, num_envs] from where the last one stopped."""
         if self.obs is None:
             self.obs = self.env.lean_reset()
-        policy = self.policy
-        obs_key, mask_key = policy.obs_key, policy.mask_key
-        observations, actions, nexts = [], [], []
-        # Per step: one policy call on tensors, one lean env step; the TensorDict for the
-        # batch is assembled once at the end by stacking along time.
+        policy, env, progress = self.policy, self.env, self.progress
+        keys, next_keys = self.keys, self.next_keys
+        td = self.obs
         with set_exploration_type(ExplorationType.RANDOM):
-            obs = self.obs
-            for _ in range(self.steps):
-                action = policy.act(obs.get(obs_key), obs.get(mask_key) if mask_key else None)
-                nxt, next_obs = self.env.lean_step(action)
-                observations.append(obs)
-                actions.append(action)
-                nexts.append(nxt)
-                obs = next_obs
-        self.obs = obs
-        batch = torch.stack(observations, dim=1)
-        batch.set(policy.action_key, torch.stack(actions, dim=1))
-        batch.set("next", torch.stack(nexts, dim=1))
-        return batch
+            for t in range(self.steps):
+                td = policy(td)
+                nxt, next_td = env.lean_step(td.get(self.info.action_key))
+                if self.buffer is None:
+                    self._allocate(td, nxt)
+                src = [td.get(k) for k in keys] + [nxt.get(k) for k in next_keys]
+                torch._foreach_copy_(self._views[t], src)
+                done = nxt.get("done").reshape(env.batch_size)
+                progress.frames.add_(env.num_envs)
+                progress.episodes.add_(done.sum())
+                if self._stateful:
+                    policy.episode_end(done)
+                td = next_td
+        self.obs = td
+        return self.buffer
 
-    def __iter__(self):
-        frames = 0
-        while self.total_frames < 0 or frames < self.total_frames:
-            batch = self.rollout()
-            frames += self.frames_per_batch
-            yield batch
+    def state_dict(self) -> dict:
+        return {"obs": None if self.obs is None else self.obs.to_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        obs = state.get("obs")
+        self.obs = None if obs is None else TensorDict(obs, batch_size=self.env.batch_size)
+
+
+def _t(key) -> tuple:
+    return key if isinstance(key, tuple) else (key,)
 
 
 class TorchRLCollector:
-    """TorchRL's Collector behind the same small interface (rollout / iteration)."""
+    """TorchRL's Collector behind the same small interface, batches made time-major."""
 
-    def __init__(self, env, policy, frames_per_batch: int, total_frames: int = -1):
+    def __init__(
+        self,
+        env,
+        policy,
+        info: EnvInfo,
+        frames_per_batch: int,
+        progress: Progress,
+        next_obs: bool = True,
+    ):
+        frames_per_batch_steps(frames_per_batch, int(env.batch_size.numel()))
         self.collector = Collector(
             env,
             policy,
             frames_per_batch=frames_per_batch,
-            total_frames=total_frames,
+            total_frames=-1,
             exploration_type=ExplorationType.RANDOM,
             auto_register_policy_transforms=False,
         )
         self.frames_per_batch = frames_per_batch
+        self.progress = progress
+        self.obs = None
         self._it = None
 
     def rollout(self) -> TensorDict:
         if self._it is None:
             self._it = iter(self.collector)
-        return next(self._it).exclude("collector")
+        batch = next(self._it).exclude("collector")
+        # TorchRL lays a batched env's frames out [num_envs, steps]; gpurl is time-major
+        batch = batch.transpose(0, 1).contiguous() if batch.batch_dims == 2 else batch.unsqueeze(1)
+        self.progress.frames.add_(batch.numel())
+        self.progress.episodes.add_(batch.get(("next", "done")).sum())
+        return batch
 
-    def __iter__(self):
-        for batch in self.collector:
-            yield batch.exclude("collector")
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
 
 
-def make_collector(env, policy, frames_per_batch: int, total_frames: int = -1):
-    if isinstance(env, NativeEnv):
-        return LeanCollector(env, policy, frames_per_batch, total_frames)
-    return TorchRLCollector(env, policy, frames_per_batch, total_frames)
+def make_collector(env, policy, info, frames_per_batch: int, progress, next_obs: bool = True):
+    cls = LeanCollector if isinstance(env, NativeEnv) else TorchRLCollector
+    return cls(env, policy, info, frames_per_batch, progress, next_obs)

@@ -1,4 +1,11 @@
-"""Greedy evaluation on separate env copies: one episode per copy, returns on the device."""
+"""Evaluation on separate env copies: the env's own protocol when it has one, else one
+greedy episode per copy.
+
+`evaluate_protocol(env, policy)` returns host floats: "return" (the mean episode
+return, or the protocol's headline figure) and whatever else the env's protocol
+reports (MarineNav: success, travel time, energy, collisions, timeouts, overall and
+per stage; packing: packed count, utilisation, C, P, max height).
+"""
 
 from __future__ import annotations
 
@@ -37,3 +44,12 @@ def evaluate(env, policy, max_steps: int | None = None) -> torch.Tensor:
             if t % 64 == 63 and not alive.any():  # evaluation only: a host read is fine
                 break
     return returns
+
+
+def evaluate_protocol(env, policy) -> dict[str, float]:
+    """The env's evaluation protocol, greedy, with the greedy-return fallback."""
+    protocol = getattr(env, "evaluation_protocol", None)
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        if protocol is not None:
+            return dict(protocol(policy))
+    return {"return": evaluate(env, policy).mean().item()}

@@ -16,14 +16,15 @@ class EpisodeTracker:
         self.finished = torch.zeros(3, device=device)  # episodes, sum of returns, sum of lengths
 
     def update(self, batch: TensorDict) -> None:
-        """batch [num_envs, steps]; a loop over time, as the rollout itself."""
-        shape = batch.shape
+        """batch [steps, num_envs] (time-major); a loop over time, as the rollout itself.
+        Reads the root reward and done (a multi-robot env's root reward is its robots')."""
+        shape = batch.shape[:2]
         reward = batch["next", "reward"].reshape(*shape, -1).sum(-1)
         done = batch["next", "done"].reshape(*shape, -1).any(-1)
-        for t in range(shape[1]):
-            self.running += reward[:, t]
+        for t in range(shape[0]):
+            self.running += reward[t]
             self.length += 1
-            d = done[:, t].float()
+            d = done[t].float()
             self.finished += torch.stack(
                 ((d).sum(), (self.running * d).sum(), (self.length * d).sum())
             )
@@ -39,11 +40,11 @@ class EpisodeTracker:
         return {"episodes": episodes, "return": returns / episodes, "length": lengths / episodes}
 
     def state_dict(self):
-        # Episodes in flight are not saved: a resumed run starts them afresh.
-        return {"finished": self.finished}
+        return {"finished": self.finished, "running": self.running, "length": self.length}
 
     def load_state_dict(self, state):
-        self.finished.copy_(state["finished"])
+        for key in ("finished", "running", "length"):
+            getattr(self, key).copy_(state[key])
 
 
 class MetricSums:
@@ -60,6 +61,13 @@ class MetricSums:
             else:
                 self.sums[k] = v.clone()
             self.counts[k] = self.counts.get(k, 0) + 1
+
+    def state_dict(self) -> dict:
+        return {"sums": dict(self.sums), "counts": dict(self.counts)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sums = {k: v.clone() for k, v in state["sums"].items()}
+        self.counts = dict(state["counts"])
 
     def read(self) -> dict[str, float]:
         if not self.sums:

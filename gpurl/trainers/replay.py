@@ -1,21 +1,226 @@
-"""The device-resident replay buffer: TorchRL's TensorDictReplayBuffer on a LazyTensorStorage
-placed on the env's device.
+"""The device-resident replay: a time-major ring of TensorDict rows, declared by the agent.
 
-`compilable=True` matters: without it the storage reads the write cursor back with
-`.item()` at every extend (a device sync on CUDA); with it the cursor stays a tensor.
+Layout. Each row is one collected time step of S streams, a stream being one env slot
+(one env, or one (env, robot) pair of a multi-robot env: the group dims are flattened
+into streams). Every entry is a preallocated tensor [rows, S, ...] on the env's
+device. Because rows are whole time steps, the write cursor advances by the batch's
+step count, a host int known without reading the device, and the step after a row of
+a stream is the next row of the same stream: n-step returns are read along a stream at
+sample time, cut at the first done, never crossing into another stream.
+
+What the agent declares (ReplaySpec): n-step and gamma, prioritized replay (alpha, the
+beta schedule over the progress record's frames, the sampler kind), and whether next
+observations are stored. Capacity and batch size come from the trainer config
+(`trainer.buffer_size` counts transitions, i.e. rows x streams).
+
+A sample is a TensorDict [batch_size] holding the observation entries (under their env
+keys, e.g. ("agents", "self_state"), now one slot each), "action",
+("next", observation entries) at the step the return bootstraps from, and
+
+    reward    the n-step discounted reward sum
+    discount  gamma^k for the k steps summed, 0 if the last one terminated: the target
+              is reward + discount * V(next)
+    weight    importance weight x validity (0 for the slot of a robot that was not
+              running, e.g. an empty or stopped robot slot); losses are
+              sum(weight * loss) / sum(valid) (see `weighted_mean`)
+    valid     1 where the slot held a running robot (always 1 on single-agent envs)
+    index     flat storage index, for `update_priorities`
+
+Prioritized replay gives new transitions the largest priority seen so far (0 for
+invalid slots, which are then never drawn), samples proportionally to p^alpha, and
+weights by (N P(i))^-beta / max.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import prod
+
 import torch
-from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
-from torchrl.data.replay_buffers import RandomSampler
+from tensordict import TensorDict
+
+from gpurl.envs.info import EnvInfo
+from gpurl.errors import ConfigError
+from gpurl.policies.exploration import LinearSchedule
+from gpurl.progress import Progress
+from gpurl.trainers.returns import nstep_returns
 
 
-def make_replay_buffer(size: int, batch_size: int, device: torch.device) -> TensorDictReplayBuffer:
-    return TensorDictReplayBuffer(
-        storage=LazyTensorStorage(int(size), device=device, compilable=True),
-        sampler=RandomSampler(),
-        batch_size=int(batch_size),
-        compilable=True,
-    )
+@dataclass
+class ReplaySpec:
+    n_step: int = 1
+    gamma: float = 0.99
+    prioritized: bool = False
+    alpha: float = 0.6
+    beta_start: float = 0.4
+    beta_end: float = 1.0
+    beta_frames: int = 0  # 0: the whole run (set by the trainer to total_frames)
+    priority_eps: float = 1e-6
+    sampler: str = "sumtree"  # sumtree | cumsum (tools/bench_priority.py)
+    next_obs: bool = True
+
+
+def weighted_mean(loss: torch.Tensor, batch: TensorDict) -> torch.Tensor:
+    """sum(weight x loss) / (number of valid samples): the mean over valid slots,
+    importance-weighted under prioritized replay."""
+    return (batch["weight"] * loss).sum() / batch["valid"].sum().clamp_min(1.0)
+
+
+def _t(key) -> tuple:
+    return key if isinstance(key, tuple) else (key,)
+
+
+class DeviceReplay:
+    def __init__(
+        self,
+        spec: ReplaySpec,
+        info: EnvInfo,
+        obs_keys: list,
+        capacity: int,
+        batch_size: int,
+        device,
+    ):
+        if spec.n_step < 1:
+            raise ConfigError(f"agent.n_step must be >= 1, got {spec.n_step}")
+        self.spec, self.info, self.device = spec, info, torch.device(device)
+        self.streams = prod(info.slot_shape)
+        self.rows = max(-(-int(capacity) // self.streams), spec.n_step + 1)
+        self.batch_size = int(batch_size)
+        self.obs_keys = list(obs_keys)
+        self.cursor = 0  # next row to write (host int)
+        self.filled = 0  # rows holding data (host int)
+        self.data: dict = {}
+        self.sampler = None
+        if spec.prioritized:
+            from gpurl.trainers.priority import make_priority_sampler
+
+            self.sampler = make_priority_sampler(spec.sampler, self.rows * self.streams, device)
+            self.max_priority = torch.ones((), device=self.device)
+        self.beta = LinearSchedule(spec.beta_start, spec.beta_end, spec.beta_frames)
+
+    @property
+    def capacity(self) -> int:
+        return self.rows * self.streams
+
+    def __len__(self) -> int:
+        return self.filled * self.streams
+
+    # -- writing ------------------------------------------------------------------------------
+    def _entries(self, batch: TensorDict) -> dict:
+        """The entries stored, each [T, S, ...]: group dims flattened into streams."""
+        info, T = self.info, batch.shape[0]
+        slot_dims = len(info.slot_shape)
+
+        def streams(x: torch.Tensor, squeeze: bool = False) -> torch.Tensor:
+            x = x.reshape(T, self.streams, *x.shape[1 + slot_dims :])
+            return x.squeeze(-1) if squeeze and x.dim() == 3 and x.shape[-1] == 1 else x
+
+        out = {("obs", *_t(k)): streams(batch.get(k)) for k in self.obs_keys}
+        out["action"] = streams(batch.get(info.action_key))
+        nxt = batch.get("next")
+        out["reward"] = streams(nxt.get(info.reward_key), squeeze=True).float()
+        out["terminated"] = streams(nxt.get(info.terminated_key), squeeze=True).bool()
+        out["done"] = streams(nxt.get(info.done_key), squeeze=True).bool()
+        if info.valid_key is not None:
+            out["valid"] = streams(batch.get(info.valid_key)).bool()
+        if self.spec.next_obs:
+            for k in self.obs_keys:
+                out[("next", *_t(k))] = streams(nxt.get(k))
+        return out
+
+    def extend(self, batch: TensorDict) -> None:
+        """Store a time-major batch [T, *env batch] (a collector's rollout)."""
+        entries = self._entries(batch)
+        T = batch.shape[0]
+        if T > self.rows:
+            raise ConfigError(
+                f"a batch of {T} steps does not fit a replay of {self.rows} rows: raise "
+                f"trainer.buffer_size or lower trainer.frames_per_batch"
+            )
+        if not self.data:
+            self.data = {
+                k: torch.zeros((self.rows, *v.shape[1:]), dtype=v.dtype, device=self.device)
+                for k, v in entries.items()
+            }
+        rows = torch.arange(self.cursor, self.cursor + T, device=self.device) % self.rows
+        for k, v in entries.items():
+            self.data[k].index_copy_(0, rows, v)
+        if self.sampler is not None:
+            flat = rows[:, None] * self.streams + torch.arange(self.streams, device=self.device)
+            fresh = self.max_priority.expand(T, self.streams)
+            if "valid" in entries:
+                fresh = fresh * entries["valid"]
+            self.sampler.update(flat.reshape(-1), fresh.reshape(-1))
+        self.cursor = (self.cursor + T) % self.rows
+        self.filled = min(self.filled + T, self.rows)
+
+    # -- sampling -----------------------------------------------------------------------------
+    def sample(self, progress: Progress | None = None) -> TensorDict:
+        if self.filled == 0:
+            raise RuntimeError("sample() from an empty replay")
+        n, S, spec = self.batch_size, self.streams, self.spec
+        if self.sampler is None:
+            index = torch.randint(self.filled * S, (n,), device=self.device)
+            weight = torch.ones(n, device=self.device)
+        else:
+            from gpurl.trainers.priority import importance_weights
+
+            index, prob = self.sampler.sample(n)
+            frames = (
+                progress.frames if progress is not None else torch.zeros((), device=self.device)
+            )
+            weight = importance_weights(prob, self.filled * S, self.beta(frames))
+        row, stream = index // S, index % S
+        d = self.data
+        newest = (self.cursor - 1) % self.rows
+        ret, discount, last = nstep_returns(
+            d["reward"],
+            d["terminated"],
+            d["done"],
+            row,
+            stream,
+            newest,
+            self.rows,
+            spec.n_step,
+            spec.gamma,
+        )
+        valid = d["valid"][row, stream].float() if "valid" in d else torch.ones_like(ret)
+        out = {k[1:]: d[k][row, stream] for k in d if k[0] == "obs"}
+        batch = TensorDict({_key(k): v for k, v in out.items()}, batch_size=[n], device=self.device)
+        batch.set("action", d["action"][row, stream])
+        batch.set("reward", ret)
+        batch.set("discount", discount)
+        batch.set("weight", weight * valid)
+        batch.set("valid", valid)
+        batch.set("index", index)
+        if spec.next_obs:
+            nxt = {_key(k[1:]): d[k][last, stream] for k in d if k[0] == "next"}
+            batch.set("next", TensorDict(nxt, batch_size=[n], device=self.device))
+        return batch
+
+    def update_priorities(self, index: torch.Tensor, priority: torch.Tensor) -> None:
+        """New priorities |delta| for sampled indices; stored as (p + eps)^alpha."""
+        if self.sampler is None:
+            return
+        p = (priority.detach().float().abs() + self.spec.priority_eps).pow(self.spec.alpha)
+        self.max_priority = torch.maximum(self.max_priority, p.max())
+        self.sampler.update(index, p)
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        state = {"cursor": self.cursor, "filled": self.filled, "data": dict(self.data)}
+        if self.sampler is not None:
+            state["sampler"] = self.sampler.state_dict()
+            state["max_priority"] = self.max_priority
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.cursor, self.filled = int(state["cursor"]), int(state["filled"])
+        self.data = {k: v.to(self.device) for k, v in state["data"].items()}
+        if self.sampler is not None:
+            self.sampler.load_state_dict(state["sampler"])
+            self.max_priority = state["max_priority"].to(self.device)
+
+
+def _key(k: tuple):
+    return k[0] if len(k) == 1 else k

@@ -32,7 +32,12 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from gpurl.envs.base import NativeEnv, fast_tensordict
 from gpurl.envs.marinenav import dynamics as dyn
 from gpurl.envs.marinenav.currents import rankine_velocity
-from gpurl.envs.marinenav.curriculum import parse_curriculum, stage_at, stage_table
+from gpurl.envs.marinenav.curriculum import (
+    EVAL_EPISODES_PER_STAGE,
+    parse_curriculum,
+    stage_at,
+    stage_table,
+)
 from gpurl.envs.marinenav.dynamics import fossen_substeps
 from gpurl.envs.marinenav.perception import (
     MAX_OBJECTS,
@@ -55,6 +60,15 @@ class MarineNavEnv(NativeEnv):
     """Discrete-action MarineNav (25 actions); see the module docstring for the layout."""
 
     continuous = False
+    #: a robot slot's transition counts only while the robot runs (EnvInfo.valid_key)
+    valid_key = ("agents", "running")
+    host_state = (
+        "_resets_since_refresh",
+        "_pool_cursor",
+        "_host_rng",
+        "pool_refreshes",
+        "_host_stage",
+    )
 
     def __init__(
         self,
@@ -619,6 +633,32 @@ class MarineNavEnv(NativeEnv):
             "energy": (self.energy * active).sum(-1) / active.sum(-1).clamp_min(1),
             "steps": self.steps,
         }
+
+    def check_evaluation(self) -> None:
+        """Raise unless this env can play the fixed evaluation set (one env per episode)."""
+        need = EVAL_EPISODES_PER_STAGE * len(self.curriculum)
+        if self.num_envs != need:
+            raise ConfigError(
+                f"MarineNav evaluates on its fixed set of {need} episodes: set "
+                f"env.eval_envs={need} (got {self.num_envs})"
+            )
+
+    def evaluation_protocol(self, policy) -> dict[str, float]:
+        """The fixed evaluation set (10 episodes per curriculum stage, seed 253), played
+        by `policy` on this env, which must have one env per episode (make_eval_env, or
+        env.eval_envs = 10 x stages). Overall and per-stage metrics, host floats."""
+        from gpurl.envs.marinenav.evaluation import (
+            evaluation_scenarios,
+            protocol_metrics,
+            run_episodes,
+        )
+
+        self.check_evaluation()
+        if getattr(self, "_eval_scenarios", None) is None:
+            self._eval_scenarios = evaluation_scenarios(
+                self.max_robots, self.max_obstacles, self.num_cores, curriculum=self.curriculum
+            )
+        return protocol_metrics(run_episodes(self, policy, self._eval_scenarios))
 
 
 class MarineNavContinuousEnv(MarineNavEnv):

@@ -81,20 +81,26 @@ def run_episodes(
     """Play every env's scenario to its end (no autoreset); per-episode metrics.
 
     With record=True the result also holds "trajectory" [T + 1, B, R, 2] positions.
-    The host checks whether all episodes ended once every `check_every` steps.
+    The host checks whether all episodes ended once every `check_every` steps. The
+    metrics include each episode's "return" (the root reward, summed over its robots).
     """
     env.load_scenarios(scenarios)
     env.rng.manual_seed(seed)
     obs = env._observation()
     path = [torch.stack((env.x, env.y), -1)] if record else None
+    returns = torch.zeros(env.num_envs, device=env.device)
+    alive = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     for t in range(env.max_episode_steps):
         out = env._advance(policy(obs).get(("agents", "action")))
         obs = out["obs"]
+        returns += out["reward"].reshape(-1) * alive
+        alive &= ~(out["terminated"] | out["truncated"]).reshape(-1)
         if record:
             path.append(torch.stack((env.x, env.y), -1))
         if (t + 1) % check_every == 0 and bool((out["terminated"] | out["truncated"]).all()):
             break
     metrics = env.episode_metrics()
+    metrics["return"] = returns
     if record:
         metrics["trajectory"] = torch.stack(path)
     return metrics
@@ -123,3 +129,19 @@ def summarize(metrics: dict[str, torch.Tensor]) -> list[dict]:
             row["energy"] = round(float(metrics["energy"].cpu()[sel][ok].mean()), 1)
         rows.append(row)
     return rows
+
+
+def protocol_metrics(metrics: dict[str, torch.Tensor]) -> dict[str, float]:
+    """The flat metrics a training run logs: overall and per stage (`stage<i>/success`),
+    plus the mean episode return."""
+    rows = summarize(metrics)
+    out: dict[str, float] = {"return": float(metrics["return"].mean())}
+    for row in rows:
+        prefix = "" if row["stage"] == "all" else f"stage{row['stage']}/"
+        out[prefix + "success"] = row["success_rate"]
+        out[prefix + "collisions"] = row["collisions"]
+        out[prefix + "timeouts"] = row["timeouts"]
+        for key in ("travel_time_s", "energy"):
+            if row[key] is not None:
+                out[prefix + key.removesuffix("_s")] = row[key]
+    return out

@@ -231,6 +231,15 @@ class PackingEnv(NativeEnv):
             "max_height": rw.max_height(self.hm),
         }
 
+    def evaluation_protocol(self, policy) -> dict[str, float]:
+        """One episode per env with `policy` (a TensorDict module): means of packed count,
+        success, utilisation, C, P and max height, host floats; "return" is the mean
+        utilisation, the quantity a packer maximises."""
+        from gpurl.envs.packing.evaluation import evaluate
+
+        metrics = evaluate(self, lambda geometry: policy)
+        return {"return": metrics["utilisation"], **metrics}
+
 
 def _validate(num_objects, resolution, grid_step, box_size, max_steps, num_candidates, pool_size):
     checks = [

@@ -1,0 +1,199 @@
+"""The loop every trainer shares: intervals, logging, evaluation, checkpoints, summary.
+
+    while frames < total_frames:
+        iteration()                   the subclass's hot path: collect and learn
+        every log_interval frames:    read the device metrics once, log, progress bar
+        every eval_interval frames:   the env's evaluation protocol on separate copies
+        every checkpoint_interval:    save everything a resumed run needs to continue
+                                      exactly as if it had never stopped
+
+A subclass implements `iteration()` (no host reads) and adds its own state through
+`extra_state()` / `load_extra_state()`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from gpurl.errors import ConfigError
+from gpurl.trainers.checkpoint import load_checkpoint, save_checkpoint
+from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.trainers.metrics import EpisodeTracker, MetricSums
+from gpurl.trainers.reporting import plot_learning_curve
+
+
+def env_state(env) -> dict:
+    """An env's state for exact resume: its own `state_dict` when it has one."""
+    fn = getattr(env, "env_state_dict", None)
+    return fn() if fn is not None else {}
+
+
+class Trainer:
+    def __init__(self, cfg, env, eval_env, agent, info, progress, run_dir, logger=None, meta=None):
+        if int(cfg.total_frames) < 1:
+            raise ConfigError(f"trainer.total_frames must be >= 1, got {cfg.total_frames}")
+        self.cfg, self.env, self.eval_env, self.agent = cfg, env, eval_env, agent
+        self.info, self.progress = info, progress
+        self.run_dir, self.logger, self.meta = Path(run_dir), logger, meta or {}
+        self.device = info.device
+        self.tracker = EpisodeTracker(env.batch_size.numel(), self.device)
+        self.metrics = MetricSums()
+        self.frames = 0
+        self.eval_history: list[tuple[int, float]] = []
+        self.eval_metrics: dict[str, float] = {}
+        self.train_history: list[tuple[int, float]] = []
+        self.wall_time = 0.0
+        self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
+        # Envs with a curriculum (MarineNav) follow the trainer's frame count.
+        self.curriculum = getattr(env, "set_global_step", None)
+
+    def iteration(self) -> None:
+        raise NotImplementedError
+
+    # -- the loop -----------------------------------------------------------------------------
+    def train(self) -> dict:
+        t = self.cfg
+        start = time.perf_counter() - self.wall_time
+        next_log = _next_multiple(self.frames, t.log_interval)
+        next_eval = _next_multiple(self.frames, t.eval_interval)
+        next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
+        bar = tqdm(
+            total=int(t.total_frames),
+            initial=self.frames,
+            unit="frames",
+            unit_scale=True,
+            dynamic_ncols=True,
+            disable=not t.progress,
+            desc=f"{self.meta.get('agent', '')}/{self.meta.get('env', '')}",
+        )
+        postfix: dict[str, str] = {}
+        while self.frames < t.total_frames:
+            before = self.frames
+            self.iteration()
+            bar.update(self.frames - before)
+            if self.frames >= next_log:
+                next_log = _next_multiple(self.frames, t.log_interval)
+                postfix.update(self.log(time.perf_counter() - start))
+                bar.set_postfix(postfix, refresh=False)
+            if self.frames >= next_eval or self.frames >= t.total_frames:
+                next_eval = _next_multiple(self.frames, t.eval_interval)
+                ret = self.evaluate()
+                postfix["eval"] = f"{ret:.1f}"
+                bar.set_postfix(postfix, refresh=False)
+            if self.frames >= next_ckpt or self.frames >= t.total_frames:
+                next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
+                self.wall_time = time.perf_counter() - start
+                self.save()
+        bar.close()
+        self.wall_time = time.perf_counter() - start
+        return self.finish()
+
+    def log(self, elapsed: float) -> dict[str, str]:
+        scalars = {f"train/{k}": v for k, v in self.metrics.read().items()}
+        episodes = self.tracker.read()
+        if episodes is not None:
+            scalars.update({f"train/episode_{k}": v for k, v in episodes.items()})
+            self.train_history.append((self.frames, episodes["return"]))
+        scalars["train/fps"] = self.frames / max(elapsed, 1e-9)
+        epsilon = getattr(self.agent.policy, "epsilon", lambda: None)()
+        if epsilon is not None:
+            scalars["train/epsilon"] = float(epsilon)
+        if self.logger is not None:
+            for k, v in scalars.items():
+                self.logger.log_scalar(k, v, step=self.frames)
+        return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
+
+    def evaluate(self) -> float:
+        metrics = evaluate_protocol(self.eval_env, self.agent.policy)
+        ret = metrics["return"]
+        self.eval_history.append((self.frames, ret))
+        self.eval_metrics = metrics
+        if self.logger is not None:
+            for k, v in metrics.items():
+                self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
+        return ret
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def extra_state(self) -> dict:
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {
+            "frames": self.frames,
+            "wall_time": self.wall_time,
+            "agent": self.agent.state_dict(),
+            "progress": self.progress.state_dict(),
+            "tracker": self.tracker.state_dict(),
+            "metrics": self.metrics.state_dict(),
+            "eval_history": self.eval_history,
+            "eval_metrics": self.eval_metrics,
+            "train_history": self.train_history,
+            "env": env_state(self.env),
+            "eval_env": env_state(self.eval_env),
+            "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "meta": self.meta,
+            **self.extra_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("env", "agent"):
+            if key in self.meta and state["meta"].get(key) != self.meta[key]:
+                raise ConfigError(
+                    f"checkpoint was written by {key}={state['meta'].get(key)}, this run has "
+                    f"{key}={self.meta[key]}: resume with the same {key}"
+                )
+        self.frames = state["frames"]
+        self.wall_time = state["wall_time"]
+        self.agent.load_state_dict(state["agent"])
+        self.progress.load_state_dict(state["progress"])
+        self.tracker.load_state_dict(state["tracker"])
+        self.metrics.load_state_dict(state["metrics"])
+        self.eval_history = [tuple(x) for x in state["eval_history"]]
+        self.eval_metrics = dict(state["eval_metrics"])
+        self.train_history = [tuple(x) for x in state["train_history"]]
+        for key, env in (("env", self.env), ("eval_env", self.eval_env)):
+            if state[key] and hasattr(env, "load_env_state_dict"):
+                env.load_env_state_dict(state[key])
+        torch.set_rng_state(state["rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.load_extra_state(state)
+
+    def save(self) -> Path:
+        return save_checkpoint(self.state_dict(), self.checkpoint_path)
+
+    def resume(self, path) -> None:
+        self.load_state_dict(load_checkpoint(path, self.device))
+
+    def finish(self) -> dict:
+        m = self.meta
+        title = f"{m.get('agent', '')} on {m.get('env', '')}, seed {m.get('seed', '')}"
+        curve = plot_learning_curve(
+            self.run_dir / "learning_curve.png", title, self.eval_history, self.train_history
+        )
+        final = self.eval_history[-1][1] if self.eval_history else float("nan")
+        best = max((r for _, r in self.eval_history), default=float("nan"))
+        return {
+            **self.meta,
+            "frames": self.frames,
+            "eval_return": final,
+            "eval_metrics": self.eval_metrics,
+            "best_eval_return": best,
+            "eval_history": self.eval_history,
+            "wall_time_s": round(self.wall_time, 2),
+            "checkpoint": str(self.checkpoint_path),
+            "learning_curve": str(curve),
+        }
+
+
+def _next_multiple(frames: int, interval: int) -> int:
+    interval = max(int(interval), 1)
+    return (frames // interval + 1) * interval
