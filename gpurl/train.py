@@ -136,8 +136,20 @@ def main(cfg: DictConfig) -> None:
         path = run(cfg, run_dir)
     except ConfigError as err:
         print(f"gpurl: error: {err}", file=sys.stderr)
+        leave_only_error(run_dir, str(err))
         sys.exit(2)
     print(path)
+
+
+def leave_only_error(run_dir: Path, message: str) -> None:
+    """A run stopped by a user's mistake leaves its directory holding the error alone:
+    no config snapshot, log, checkpoint or summary that could pass for a run."""
+    import shutil
+
+    if run_dir.is_dir():
+        for entry in run_dir.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        (run_dir / "error.txt").write_text(f"gpurl: error: {message}\n")
 
 
 if __name__ == "__main__":

@@ -24,4 +24,5 @@ def test_preset_reaches_its_return(tmp_path, experiment):
     )
     summary = build(cfg, tmp_path).train()
     assert summary["frames"] == cfg.trainer.total_frames
-    assert summary["best_eval_return"] >= PRESETS[experiment], summary["eval_history"]
+    # the final evaluation, not the best one: a run is judged by where it ends
+    assert summary["eval_return"] >= PRESETS[experiment], summary["eval_history"]

@@ -72,6 +72,21 @@ def test_a_run_leaves_logs_checkpoint_plot_and_summary(tmp_path):
             r"env.curriculum\[0\] needs exactly the keys",
         ),
         (["device=cuda:7"] if not __import__("torch").cuda.is_available() else [], "CUDA"),
+        (["env=cartpole", "agent=td3"], "agent=td3 needs a continuous"),
+        (["env=packing", "agent=sac", "env.resolution=32", "env.pool_size=8"], "multi-part"),
+        (["env=marinenav", "agent=sac", "env.eval_envs=60"], "agent=sac needs a continuous"),
+        (["env=marinenav_continuous", "agent=dqn", "env.eval_envs=60"], "needs a discrete"),
+        (["trainer.total_frames=0"], "trainer.total_frames must be >= 1"),
+        (["trainer.batch_size=0"], "trainer.batch_size must be >= 1"),
+        (["trainer.buffer_size=0"], "trainer.buffer_size must be >= 1"),
+        (["env=pendulum", "agent=ddpg", "agent.noise=pink"], "unknown exploration noise"),
+        (["agent.n_step=0"], "agent.n_step must be >= 1"),
+        (["trainer.name=bogus"], "unknown trainer 'bogus'"),
+        (["device=tpu"], "unknown device 'tpu'"),
+        (["logger.name=bogus"], "unknown logger 'bogus'"),
+        (["env.name=bogus"], "unknown env 'bogus'"),
+        (["agent.name=bogus"], "unknown agent 'bogus'"),
+        (["env=cartpole", "+env.gravity=3"], "bad option for env=cartpole"),
     ],
 )
 def test_bad_input_is_a_config_error_naming_the_fix(tmp_path, overrides, message):
@@ -98,12 +113,17 @@ def test_corrupt_checkpoint_is_a_config_error(tmp_path):
     ],
 )
 def test_cli_errors_are_one_line_without_traceback(tmp_path, args, fragment):
-    out = train(*TINY, *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    run_dir = tmp_path / "run"
+    out = train(*TINY, *args, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert out.returncode != 0
     assert fragment in out.stderr
     assert "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("gpurl: error")]
     assert len(errors) == 1
+    # nothing that could pass for a run: the run directory holds the error alone, if any
+    if run_dir.exists():
+        assert [p.name for p in run_dir.iterdir()] == ["error.txt"]
+        assert fragment in (run_dir / "error.txt").read_text()
 
 
 @pytest.mark.parametrize("launcher", ["basic", "joblib"])

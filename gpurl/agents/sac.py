@@ -23,6 +23,12 @@ from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encode
 from gpurl.trainers.replay import weighted_mean
 
 
+def temperature_loss(log_alpha, logp, target_entropy: float, batch) -> torch.Tensor:
+    """-log_alpha (log pi + H_target): descending it raises alpha while the policy's
+    entropy -log pi is below the target and lowers it above."""
+    return -weighted_mean(log_alpha * (logp + target_entropy), batch)
+
+
 class SACAgent(Agent):
     name = "sac"
 
@@ -71,7 +77,7 @@ class SACAgent(Agent):
         actor_loss = weighted_mean(alpha * logp - q_new, batch)
         clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
 
-        alpha_loss = -weighted_mean(self.log_alpha * (logp.detach() + self.target_entropy), batch)
+        alpha_loss = temperature_loss(self.log_alpha, logp.detach(), self.target_entropy, batch)
         clip_and_step(self.alpha_optimizer, [self.log_alpha], alpha_loss, None)
 
         polyak_update(self.critic_target, self.critic, cfg.tau)
