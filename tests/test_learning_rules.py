@@ -195,9 +195,12 @@ def test_td3_delays_the_actor_and_target_updates():
         before = [p.clone() for p in agent.actor.parameters()]
         target_before = [p.clone() for p in agent.actor_target.parameters()]
         agent.update(trainer.buffer.sample(), Progress())
-        moved = any(not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters()))
+        moved = any(
+            not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters(), strict=True)
+        )
         target_moved = any(
-            not torch.equal(a, b) for a, b in zip(target_before, agent.actor_target.parameters())
+            not torch.equal(a, b)
+            for a, b in zip(target_before, agent.actor_target.parameters(), strict=True)
         )
         snapshots.append((moved, target_moved))
     assert snapshots == [(False, False), (True, True), (False, False), (True, True)]
@@ -245,7 +248,8 @@ def test_dqn_hard_target_copies_every_interval_updates(tmp_path):
         agent.update(trainer.buffer.sample(), trainer.progress)
         copied.append(
             all(
-                torch.equal(a, b) for a, b in zip(agent.q.parameters(), agent.q_target.parameters())
+                torch.equal(a, b)
+                for a, b in zip(agent.q.parameters(), agent.q_target.parameters(), strict=True)
             )
         )
     assert copied == [False, False, True, False, False, True]
