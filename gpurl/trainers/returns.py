@@ -1,0 +1,96 @@
+"""Return targets as pure tensor functions: n-step returns at sample time, GAE per rollout.
+
+Both run on the device with fixed shapes and no host reads (DESIGN.md, rules of the hot
+path): episode ends and the edge of the written data are masks, never branches, so a
+step past an episode end is still read but contributes nothing. The only Python loops
+are over time (the n-step window, the rollout), never over samples.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def nstep_returns(
+    reward: Tensor,
+    terminated: Tensor,
+    done: Tensor,
+    row: Tensor,
+    stream: Tensor,
+    newest: int | Tensor,
+    capacity: int,
+    n: int,
+    gamma: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Discounted n-step reward sums for sampled (row, stream) pairs of a time-major ring.
+
+    reward [capacity, S] float, terminated / done [capacity, S] bool: row t holds the
+    transition collected at step t by each of S streams (one stream per env or robot
+    slot), so the steps that follow a sample are the next rows of the same stream.
+    row, stream [N] int64 pick the samples; newest is the physical row written last
+    (a host int, or a 0-d device tensor such as the storage's cursor).
+
+    For each sample, k <= n steps are summed: the window stops after the first step
+    whose `done` is set (the episode ended, or the stream was reset) and never reads
+    past `newest`, because rows after it are either unwritten or the oldest data of the
+    ring, which belongs to another time. Returns
+
+      ret      [N]  sum_{j<k} gamma^j * reward[(row + j) % capacity, stream]
+      discount [N]  gamma^k to apply to the bootstrap value, 0 when the last summed step
+                    terminated (a truncated step still bootstraps: the episode went on,
+                    only the data stopped)
+      last     [N]  physical row of the last summed step; the caller bootstraps from the
+                    next observation stored at that row.
+    """
+    available = (newest - row) % capacity  # rows written after `row`
+    ret = torch.zeros(row.shape, dtype=reward.dtype, device=reward.device)
+    discount = torch.ones_like(ret)
+    last = row.clone()
+    last_terminated = torch.zeros(row.shape, dtype=torch.bool, device=reward.device)
+    open_ = torch.ones_like(last_terminated)  # the window has not hit an episode end
+    for j in range(n):
+        at = (row + j) % capacity
+        take = open_ & (available >= j)
+        # where, not multiply: rows past `newest` may hold garbage (NaN in unwritten storage).
+        ret += torch.where(take, reward[at, stream], 0.0) * (gamma**j)
+        discount = torch.where(take, discount * gamma, discount)
+        last = torch.where(take, at, last)
+        last_terminated = torch.where(take, terminated[at, stream], last_terminated)
+        open_ = take & ~done[at, stream]
+    return ret, torch.where(last_terminated, 0.0, discount), last
+
+
+def gae(
+    reward: Tensor,
+    value: Tensor,
+    next_value: Tensor,
+    terminated: Tensor,
+    done: Tensor,
+    gamma: float,
+    lam: float,
+    out: tuple[Tensor, Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Generalized advantage estimation over a time-major rollout [T, N, ...].
+
+    next_value[t] is the value of the observation that followed step t (after a
+    truncation it is the value of the final observation, not of the reset one), so
+
+      delta_t = r_t + gamma * next_value_t * (1 - terminated_t) - value_t
+      A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},   A_T = 0
+
+    terminated cuts the bootstrap (there is no future after a true end); done cuts the
+    trace (the next row starts another episode), so a truncated step bootstraps from
+    next_value but takes nothing from the step after it. Returns (advantage, returns =
+    advantage + value), written into `out` when given (two tensors shaped like value).
+    """
+    advantage, returns = (
+        out if out is not None else (torch.empty_like(value), torch.empty_like(value))
+    )
+    # masked_fill, not multiply: a next_value past a true end may be anything, even inf.
+    advantage.copy_(next_value).masked_fill_(terminated, 0.0).mul_(gamma).add_(reward).sub_(value)
+    trace = (~done).to(value.dtype).mul_(gamma * lam)
+    for t in range(reward.shape[0] - 2, -1, -1):
+        advantage[t].addcmul_(trace[t], advantage[t + 1])
+    torch.add(advantage, value, out=returns)
+    return advantage, returns
