@@ -43,11 +43,18 @@ class _PrioritySampler:
         self.device = torch.device(device)
         # Per index, the position of its last occurrence in the current update batch.
         self._last_position = torch.zeros(self.capacity, dtype=torch.long, device=self.device)
-        self._strata: dict[int, Tensor] = {}
+        self._aranges: dict[tuple[int, torch.dtype], Tensor] = {}
+
+    def _arange(self, n: int, dtype: torch.dtype = torch.long) -> Tensor:
+        """0..n-1, made once per (n, dtype): no allocation per call in the loop."""
+        key = (n, dtype)
+        if key not in self._aranges:
+            self._aranges[key] = torch.arange(n, dtype=dtype, device=self.device)
+        return self._aranges[key]
 
     def _last_write(self, index: Tensor, priority: Tensor) -> Tensor:
         """The priority each position must store so that the last duplicate wins."""
-        position = torch.arange(index.shape[0], device=self.device)
+        position = self._arange(index.shape[0])
         # include_self=False: the slots touched hold exactly the max position scattered
         # there; slots not touched keep stale values that are never read.
         self._last_position.scatter_reduce_(0, index, position, "amax", include_self=False)
@@ -55,10 +62,7 @@ class _PrioritySampler:
 
     def _targets(self, batch_size: int, total: Tensor, generator) -> Tensor:
         """Stratified points in [0, total): (i + U_i) / B * total, kept strictly below total."""
-        strata = self._strata.get(batch_size)
-        if strata is None:
-            strata = torch.arange(batch_size, dtype=SUM_DTYPE, device=self.device)
-            self._strata[batch_size] = strata
+        strata = self._arange(batch_size, SUM_DTYPE)
         u = torch.rand(batch_size, dtype=SUM_DTYPE, device=self.device, generator=generator)
         point = (strata + u).mul_(total / batch_size)
         # (B-1 + U) / B * total can round up to total itself; the largest float below it
@@ -67,23 +71,29 @@ class _PrioritySampler:
 
 
 class SumTreeSampler(_PrioritySampler):
-    """A binary sum tree in one tensor: node 1 is the root, node i has children 2i and
-    2i+1, and the leaves (capacity padded to a power of two) are nodes [L, 2L)."""
+    """A binary sum tree in one tensor: node 1 is the root, node k has children 2k and
+    2k+1, and the leaves (capacity padded to a power of two) are nodes [L, 2L).
+
+    On small batches each level costs a few kernel launches, and the launches, not the
+    arithmetic, are the time: `pairs` views the tree as rows (2k, 2k+1) so that one
+    index_select fetches both children of a batch of nodes when re-summing.
+    """
 
     def __init__(self, capacity: int, device: torch.device | str) -> None:
         super().__init__(capacity, device)
         self.depth = max(self.capacity - 1, 1).bit_length()
         self.leaves = 1 << self.depth
         self.tree = torch.zeros(2 * self.leaves, dtype=SUM_DTYPE, device=self.device)
+        self.pairs = self.tree.view(self.leaves, 2)
+        self._levels = torch.arange(1, self.depth + 1, device=self.device).unsqueeze(1)
 
     def update(self, index: Tensor, priority: Tensor) -> None:
-        node = index + self.leaves
-        self.tree[node] = self._last_write(index, priority)
-        # Re-sum (not add deltas) so rounding never accumulates. Duplicate parents write
-        # the same sum of the same children, so their order does not matter.
-        for _ in range(self.depth):
-            node = node // 2
-            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
+        leaf = index + self.leaves
+        self.tree.index_copy_(0, leaf, self._last_write(index, priority))
+        # Re-sum (not add deltas) so rounding never accumulates. Duplicate parents get
+        # the same sum of the same children, so the order of their writes does not matter.
+        for node in leaf >> self._levels:  # ancestors, one level per row, root last
+            self.tree.index_copy_(0, node, self.pairs.index_select(0, node).sum(1))
 
     def sample(
         self, batch_size: int, generator: torch.Generator | None = None
@@ -93,15 +103,15 @@ class SumTreeSampler(_PrioritySampler):
         point = self._targets(batch_size, total, generator)
         node = torch.ones(batch_size, dtype=torch.long, device=self.device)
         for _ in range(self.depth):
-            left = 2 * node
-            left_sum = self.tree[left]
+            left = node * 2
+            left_sum = self.tree.index_select(0, left)
             # Each stored sum is the rounded sum of its children, so with round-to-nearest
             # a point below a node's sum stays below the chosen child's sum: the descent
             # never enters an empty subtree (tests/test_priority.py probes the edges).
             right = point >= left_sum
-            point = torch.where(right, point - left_sum, point)
+            point = point - left_sum * right
             node = left + right
-        probability = (self.tree[node] / total).float()
+        probability = (self.tree.index_select(0, node) / total).float()
         return (node - self.leaves).clamp_(max=self.capacity - 1), probability
 
     def total(self) -> Tensor:
