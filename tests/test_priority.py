@@ -155,12 +155,27 @@ def test_sumtree_and_cumsum_agree():
     g = torch.Generator().manual_seed(4)
     priority = torch.rand(1000, generator=g) * (torch.rand(1000, generator=g) < 0.5)
     tree, scan = filled("sumtree", 1000, priority), filled("cumsum", 1000, priority)
-    for seed in range(5):
-        a = tree.sample(4096, generator=torch.Generator().manual_seed(seed))
-        b = scan.sample(4096, generator=torch.Generator().manual_seed(seed))
-        assert torch.equal(a[0], b[0])
-        torch.testing.assert_close(a[1], b[1])
-    assert priority[a[0]].min() > 0
+
+    def agree():
+        for seed in range(5):
+            a = tree.sample(4096, generator=torch.Generator().manual_seed(seed))
+            b = scan.sample(4096, generator=torch.Generator().manual_seed(seed))
+            assert torch.equal(a[0], b[0])
+            torch.testing.assert_close(a[1], b[1])
+            assert scan.priority[a[0]].min() > 0
+
+    agree()
+    # Then 20 learner-style updates of 64 random entries (with duplicates, some set to
+    # zero): the samplers still agree, and every inner node of the tree is still the sum
+    # of its two children.
+    for _ in range(20):
+        index = torch.randint(1000, (64,), generator=g)
+        new = torch.rand(64, generator=g) * (torch.rand(64, generator=g) < 0.8)
+        tree.update(index, new)
+        scan.update(index, new)
+    agree()
+    torch.testing.assert_close(tree.tree[1 : tree.leaves], tree.pairs[1:].sum(1), rtol=0, atol=0)
+    assert torch.equal(tree.tree[tree.leaves : tree.leaves + 1000], scan.priority)
 
 
 def test_importance_weights_hand_computed():
