@@ -113,6 +113,16 @@ EXACT_CASES = {
         "trainer.batch_size=32",
         "trainer.init_random_frames=64",
     ],
+    "dqn_cartpole_prioritized_nstep": [
+        "env=cartpole",
+        "env.num_envs=4",
+        "agent.hidden=[32,32]",
+        "agent.prioritized=true",
+        "agent.n_step=3",
+        "agent.priority_beta_frames=1000",  # a fixed schedule: the two halves differ in total_frames
+        "trainer.batch_size=32",
+        "trainer.init_random_frames=64",
+    ],
     "ddpg_pendulum_ou": [
         "experiment=ddpg_pendulum",
         "agent.hidden=[32,32]",

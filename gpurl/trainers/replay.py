@@ -210,7 +210,9 @@ class DeviceReplay:
     def state_dict(self) -> dict:
         state = {"cursor": self.cursor, "filled": self.filled, "data": dict(self.data)}
         if self.sampler is not None:
-            state["sampler"] = self.sampler.state_dict()
+            state["sampler"] = {
+                k: v for k, v in vars(self.sampler).items() if type(v) is torch.Tensor
+            }
             state["max_priority"] = self.max_priority
         return state
 
@@ -218,7 +220,8 @@ class DeviceReplay:
         self.cursor, self.filled = int(state["cursor"]), int(state["filled"])
         self.data = {k: v.to(self.device) for k, v in state["data"].items()}
         if self.sampler is not None:
-            self.sampler.load_state_dict(state["sampler"])
+            for k, v in state["sampler"].items():
+                getattr(self.sampler, k).copy_(v)
             self.max_priority = state["max_priority"].to(self.device)
 
 
