@@ -119,7 +119,7 @@ EXACT_CASES = {
         "agent.hidden=[32,32]",
         "agent.prioritized=true",
         "agent.n_step=3",
-        "agent.priority_beta_frames=1000",  # a fixed schedule: the two halves differ in total_frames
+        "agent.priority_beta_frames=1000",  # fixed: the halves differ in total_frames
         "trainer.batch_size=32",
         "trainer.init_random_frames=64",
     ],
