@@ -12,6 +12,7 @@ whose path is the last line printed.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from gpurl.envs import make_env
 from gpurl.errors import ConfigError
 from gpurl.trainers.checkpoint import resolve_checkpoint
 from gpurl.trainers.off_policy import OffPolicyTrainer
-from gpurl.trainers.reporting import make_logger, write_summary
+from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
 from gpurl.utils.device import resolve_device
 
 
@@ -55,7 +56,7 @@ def build(cfg: DictConfig, run_dir: Path) -> OffPolicyTrainer:
         random_frames=int(cfg.trainer.init_random_frames),
     )
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
-    logger = make_logger(cfg.logger.name, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
+    logger = make_logger(cfg.logger, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
     trainer = OffPolicyTrainer(cfg.trainer, env, eval_env, agent, run_dir, logger, meta)
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))
@@ -121,14 +122,17 @@ def unknown_override(argv: list[str]) -> str | None:
 
 
 @hydra.main(config_path="configs", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float:
+    """Train one run; return its final evaluation return (what a Hydra sweeper optimises)."""
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     try:
         path = run(cfg, run_dir)
     except ConfigError as err:
         print(f"gpurl: error: {err}", file=sys.stderr)
         sys.exit(2)
+    close_loggers()  # wandb and MLflow flush here, not after the last line at exit
     print(path)
+    return float(json.loads(path.read_text())["eval_return"])
 
 
 if __name__ == "__main__":
