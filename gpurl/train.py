@@ -12,6 +12,7 @@ whose path is the last line printed.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from gpurl.progress import Progress
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import resolve_checkpoint
 from gpurl.trainers.off_policy import OffPolicyTrainer
-from gpurl.trainers.reporting import make_logger, write_summary
+from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
 from gpurl.utils.device import resolve_device
 
 
@@ -63,7 +64,7 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         cfg.agent, info, progress, random_frames=int(cfg.trainer.get("init_random_frames", 0))
     )
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
-    logger = make_logger(cfg.logger.name, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
+    logger = make_logger(cfg.logger, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
     trainer_cls = TRAINERS[cfg.trainer.name]
     trainer = trainer_cls(cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta)
     if cfg.trainer.resume:
@@ -130,7 +131,8 @@ def unknown_override(argv: list[str]) -> str | None:
 
 
 @hydra.main(config_path="configs", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> float:
+    """Train one run; return its final evaluation return (what a Hydra sweeper optimises)."""
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     try:
         path = run(cfg, run_dir)
@@ -138,7 +140,9 @@ def main(cfg: DictConfig) -> None:
         print(f"gpurl: error: {err}", file=sys.stderr)
         leave_only_error(run_dir, str(err))
         sys.exit(2)
+    close_loggers()  # wandb and MLflow flush here, not after the last line at exit
     print(path)
+    return float(json.loads(path.read_text())["eval_return"])
 
 
 def leave_only_error(run_dir: Path, message: str) -> None:
