@@ -29,6 +29,7 @@ from gpurl.progress import Progress
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import resolve_checkpoint
 from gpurl.trainers.off_policy import OffPolicyTrainer
+from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
 from gpurl.utils.device import resolve_device
 
@@ -41,7 +42,7 @@ def load_config(overrides: list[str] | None = None) -> DictConfig:
         return compose("config", overrides=list(overrides or []))
 
 
-TRAINERS = {"off_policy": OffPolicyTrainer}
+TRAINERS = {"off_policy": OffPolicyTrainer, "on_policy": OnPolicyTrainer}
 
 
 def build(cfg: DictConfig, run_dir: Path) -> Trainer:

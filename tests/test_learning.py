@@ -9,6 +9,7 @@ import pytest
 from gpurl.train import build, load_config
 
 PRESETS = {
+    "ppo_cartpole": 475.0,
     "dqn_cartpole": 475.0,
     "sac_pendulum": -200.0,
     "td3_pendulum": -200.0,

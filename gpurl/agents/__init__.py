@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from torchrl.data import MultiCategorical
 
+from gpurl.agents.a2c import A2CAgent
 from gpurl.agents.base import Agent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
+from gpurl.agents.ppo import PPOAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
 from gpurl.envs.info import EnvInfo
@@ -18,6 +20,8 @@ AGENTS: dict[str, type[Agent]] = {
     "ddpg": DDPGAgent,
     "td3": TD3Agent,
     "sac": SACAgent,
+    "ppo": PPOAgent,
+    "a2c": A2CAgent,
 }
 
 

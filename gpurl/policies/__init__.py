@@ -5,12 +5,22 @@ from gpurl.policies.exploration import (
     OUNoise,
     make_exploration,
 )
-from gpurl.policies.heads import Critic, DeterministicActor, QNetwork, TanhGaussianActor
+from gpurl.policies.heads import (
+    CategoricalActor,
+    ClippedGaussianActor,
+    Critic,
+    DeterministicActor,
+    QNetwork,
+    TanhGaussianActor,
+    ValueNetwork,
+)
 from gpurl.policies.networks import CNNEncoder, SpecEncoder, make_encoder, mlp
 from gpurl.policies.wrapper import LOG_PROB, VALUE, PolicyWrapper
 
 __all__ = [
     "CNNEncoder",
+    "CategoricalActor",
+    "ClippedGaussianActor",
     "Critic",
     "DeterministicActor",
     "EpsilonGreedy",
@@ -23,6 +33,7 @@ __all__ = [
     "SpecEncoder",
     "TanhGaussianActor",
     "VALUE",
+    "ValueNetwork",
     "make_encoder",
     "make_exploration",
     "mlp",

@@ -110,3 +110,113 @@ class Critic(nn.Module):
 
     def forward(self, obs: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat((self.encoder(obs), action), dim=-1)).squeeze(-1)
+
+
+# -- on-policy actor-critic heads --------------------------------------------------------
+# An on-policy agent re-evaluates the actions it stored under the current parameters:
+# `evaluate(obs, action) -> (log_prob, entropy)`, both [*batch], in one forward pass.
+
+
+class CategoricalActor(nn.Module):
+    """Logits [..., n_actions] over a discrete action (PolicyWrapper samples them)."""
+
+    kind = "categorical"
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        n_actions: int,
+        hidden: Sequence[int] = (64, 64),
+        activation: type[nn.Module] = nn.Tanh,
+    ):
+        super().__init__()
+        self.encoder = encoder
+        self.net = mlp(encoder.out_features, n_actions, hidden, activation)
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        return self.net(self.encoder(obs))
+
+    def evaluate(self, obs: TensorDictBase, action: torch.Tensor):
+        log_probs = self(obs).log_softmax(-1)
+        log_prob = log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        return log_prob, entropy
+
+    def log_prob(self, obs: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
+        return self.evaluate(obs, action)[0]
+
+
+class ClippedGaussianActor(nn.Module):
+    """A Gaussian with a state-independent log-std whose samples are clipped to [-1, 1].
+
+    Clipping makes the action distribution mixed: a density inside the box and a point
+    mass at each bound, P(a = 1) = P(u >= 1) = Phi((mean - 1) / std). The log-prob uses
+    exactly that, so a stored clipped action gets the same probability at collection
+    time and when the update re-evaluates it (the PPO ratio starts at exactly 1), and
+    the bound's mass still moves with the mean (no dead gradient at the bounds).
+    forward(obs) is the greedy action clip(mean).
+    """
+
+    kind = "stochastic"
+    # an action within this of a bound counts as the bound: scale/unscale round-trip
+    bound_tolerance = 1e-6
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        action_dim: int,
+        hidden: Sequence[int] = (64, 64),
+        activation: type[nn.Module] = nn.Tanh,
+        init_log_std: float = 0.0,
+    ):
+        super().__init__()
+        self.encoder = encoder
+        self.net = mlp(encoder.out_features, action_dim, hidden, activation)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        return self.net(self.encoder(obs)).clamp(-1.0, 1.0)
+
+    def _log_prob(self, mean, action):
+        log_std = self.log_std.expand_as(mean)
+        std = log_std.exp()
+        z = (action - mean) / std
+        inside = -0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)
+        upper = torch.special.log_ndtr((mean - 1.0) / std)
+        lower = torch.special.log_ndtr((-1.0 - mean) / std)
+        tol = self.bound_tolerance
+        log_prob = torch.where(
+            action >= 1.0 - tol, upper, torch.where(action <= -1.0 + tol, lower, inside)
+        )
+        return log_prob.sum(-1)
+
+    def sample(self, obs: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = self.net(self.encoder(obs))
+        action = (mean + self.log_std.exp() * torch.randn_like(mean)).clamp(-1.0, 1.0)
+        return action, self._log_prob(mean, action)
+
+    def evaluate(self, obs: TensorDictBase, action: torch.Tensor):
+        mean = self.net(self.encoder(obs))
+        # the unclipped Gaussian's entropy: a smooth bonus that ignores the clipping
+        entropy = (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+        return self._log_prob(mean, action), entropy.expand(mean.shape[:-1])
+
+    def log_prob(self, obs: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
+        return self.evaluate(obs, action)[0]
+
+
+class ValueNetwork(nn.Module):
+    """V(s) [*batch]."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        hidden: Sequence[int] = (64, 64),
+        activation: type[nn.Module] = nn.Tanh,
+    ):
+        super().__init__()
+        self.encoder = encoder
+        self.net = mlp(encoder.out_features, 1, hidden, activation)
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        return self.net(self.encoder(obs)).squeeze(-1)

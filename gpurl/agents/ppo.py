@@ -1,0 +1,158 @@
+"""PPO (Schulman et al. 2017): clipped surrogate, clipped value loss, entropy bonus.
+
+The actor (categorical logits, or a clipped Gaussian with a state-independent log-std
+for continuous actions) and the critic V(s) have separate trunks, as in CleanRL's
+ppo.py; one Adam optimiser steps both. The on-policy trainer (trainers/on_policy.py)
+collects a rollout, computes GAE advantages and the value targets, and hands this
+agent shuffled minibatches holding
+
+    the observation entries, "action" (env-scaled), "sample_log_prob" and
+    "state_value" written by the policy at collection time, "advantage" and
+    "value_target" (advantage + value).
+
+The losses are pure functions below (ppo_policy_loss, ppo_value_loss), each checked on
+hand-computed numbers in tests/test_on_policy.py. A2C (a2c.py) is this agent without
+clipping, one pass per rollout.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDict
+from torch import Tensor, nn
+
+from gpurl.agents.base import Agent, clip_and_step
+from gpurl.errors import ConfigError
+from gpurl.policies import (
+    LOG_PROB,
+    VALUE,
+    CategoricalActor,
+    ClippedGaussianActor,
+    PolicyWrapper,
+    ValueNetwork,
+    make_encoder,
+)
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def ppo_policy_loss(ratio: Tensor, advantage: Tensor, clip: float | None) -> Tensor:
+    """mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))); no clipping when clip is None
+    (then the gradient at r = 1 is A grad log pi, the plain policy gradient of A2C)."""
+    loss = -advantage * ratio
+    if clip is not None:
+        loss = torch.maximum(loss, -advantage * ratio.clamp(1.0 - clip, 1.0 + clip))
+    return loss.mean()
+
+
+def ppo_value_loss(value: Tensor, old_value: Tensor, target: Tensor, clip: float | None) -> Tensor:
+    """0.5 mean((V - R)^2), or with clipping 0.5 mean(max((V - R)^2, (V_clip - R)^2)),
+    V_clip = V_old + clip(V - V_old, -eps, eps)."""
+    loss = (value - target).square()
+    if clip is not None:
+        clipped = old_value + (value - old_value).clamp(-clip, clip)
+        loss = torch.maximum(loss, (clipped - target).square())
+    return 0.5 * loss.mean()
+
+
+def normalize_advantage(advantage: Tensor, eps: float = 1e-8) -> Tensor:
+    """(A - mean) / (std + eps), in place, on the device."""
+    mean, std = advantage.mean(), advantage.std()
+    return advantage.sub_(mean).div_(std + eps)
+
+
+def _init_layers(net: nn.Sequential, out_gain: float) -> None:
+    """Orthogonal weights (gain sqrt 2 inside, out_gain on the output), zero biases."""
+    linears = [m for m in net if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linears):
+        nn.init.orthogonal_(layer.weight, out_gain if i == len(linears) - 1 else math.sqrt(2))
+        nn.init.zeros_(layer.bias)
+
+
+def _optional(value) -> float | None:
+    return None if value is None or float(value) <= 0 else float(value)
+
+
+class PPOAgent(Agent):
+    name = "ppo"
+    on_policy = True
+
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        if info.multi_agent:
+            raise ConfigError(
+                f"agent={self.name} runs on single-agent envs for now (this env has a robot "
+                f"group {tuple(info.group_shape)}): use an off-policy agent (dqn, ddpg, td3, "
+                f"sac) with trainer=off_policy"
+            )
+        if cfg.activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"agent.activation={cfg.activation} is unknown: use {' or '.join(ACTIVATIONS)}"
+            )
+        act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
+        hidden = list(cfg.hidden)
+        if info.discrete:
+            self.actor = CategoricalActor(make_encoder(info, enc), info.n_actions, hidden, act)
+        else:
+            self.actor = ClippedGaussianActor(
+                make_encoder(info, enc), info.action_dim, hidden, act, cfg.init_log_std
+            )
+        self.critic = ValueNetwork(make_encoder(info, enc), hidden, act)
+        _init_layers(self.actor.net, 0.01)
+        _init_layers(self.critic.net, 1.0)
+        self.actor.to(device)
+        self.critic.to(device)
+        self.params = [*self.actor.parameters(), *self.critic.parameters()]
+        # a device lr, so annealing is a closed-form function of the frame counter
+        self.lr = torch.tensor(float(cfg.lr), device=device)
+        self.optimizer = torch.optim.Adam(self.params, lr=self.lr, eps=1e-5, fused=True)
+        self.anneal_frames = 0
+        self.policy = PolicyWrapper(
+            self.actor, info, progress, value=self.critic, write_log_prob=True
+        ).to(device)
+        self.gamma, self.gae_lambda = float(cfg.gamma), float(cfg.gae_lambda)
+        self.clip = _optional(cfg.clip_epsilon)
+        self.value_clip = _optional(cfg.value_clip)
+        self.normalize_advantage = bool(cfg.normalize_advantage)
+
+    # -- what the on-policy trainer asks ------------------------------------------------------
+    def set_horizon(self, total_frames: int) -> None:
+        """Anneal the learning rate linearly to 0 over the run when agent.anneal_lr."""
+        self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
+
+    def value(self, obs) -> Tensor:
+        return self.critic(obs)
+
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        cfg = self.cfg
+        progress = progress if progress is not None else self.progress
+        if self.anneal_frames:
+            frac = 1.0 - progress.frames.double() / self.anneal_frames
+            self.lr.copy_(frac.clamp(min=0.0) * float(cfg.lr))
+        action = batch.get(self.info.action_key)
+        if not self.info.discrete:
+            action = self.policy.unscale(action)
+        advantage = batch["advantage"]
+        log_prob, entropy = self.actor.evaluate(batch, action)
+        log_ratio = log_prob - batch[LOG_PROB]
+        ratio = log_ratio.exp()
+        policy_loss = ppo_policy_loss(ratio, advantage, self.clip)
+        value = self.critic(batch)
+        value_loss = ppo_value_loss(value, batch[VALUE], batch["value_target"], self.value_clip)
+        entropy = entropy.mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        clip_and_step(self.optimizer, self.params, loss, _optional(cfg.max_grad_norm))
+        self.updates += 1
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipped = ((ratio - 1).abs() > (self.clip or math.inf)).float().mean()
+        return TensorDict(
+            policy_loss=policy_loss.detach(),
+            value_loss=value_loss.detach(),
+            entropy=entropy.detach(),
+            approx_kl=approx_kl,
+            clip_fraction=clipped,
+            lr=self.lr.clone(),
+        )

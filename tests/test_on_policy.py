@@ -1,0 +1,189 @@
+"""On-policy learning rules on hand-computed numbers, the trainer's hot path, and a short
+PPO learning check (the preset targets are in tests/test_learning.py, marked slow)."""
+
+import math
+
+import pytest
+import torch
+
+from gpurl.agents.ppo import normalize_advantage, ppo_policy_loss, ppo_value_loss
+from gpurl.errors import ConfigError
+from gpurl.policies import ClippedGaussianActor
+from gpurl.train import build, load_config
+from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.utils.host_reads import count_host_reads
+
+
+def test_clipped_surrogate_clips_above_and_below_and_kills_the_gradient():
+    ratio = torch.tensor([1.5, 0.5, 1.1, 0.9, 1.5, 0.5], requires_grad=True)
+    adv = torch.tensor([2.0, -1.0, 2.0, -1.0, -1.0, 2.0])
+    loss = ppo_policy_loss(ratio, adv, clip=0.2)
+    # per sample: max(-A r, -A clip(r, 0.8, 1.2))
+    #   r 1.5, A +2: max(-3.0, -2.4) = -2.4  (clipped: no credit past 1 + eps)
+    #   r 0.5, A -1: max(0.5, 0.8)   = 0.8   (clipped: no credit below 1 - eps)
+    #   r 1.1, A +2: -2.2 ;  r 0.9, A -1: 0.9  (inside the trust region)
+    #   r 1.5, A -1: max(1.5, 1.2)   = 1.5   (unclipped: the pessimistic side keeps r)
+    #   r 0.5, A +2: max(-1.0, -1.6) = -1.0  (unclipped)
+    expected = (-2.4 + 0.8 - 2.2 + 0.9 + 1.5 - 1.0) / 6
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    loss.backward()
+    assert ratio.grad.tolist() == pytest.approx([0.0, 0.0, -2 / 6, 1 / 6, 1 / 6, -2 / 6])
+
+
+def test_unclipped_surrogate_is_the_policy_gradient():
+    ratio = torch.tensor([1.5, 0.5], requires_grad=True)
+    adv = torch.tensor([2.0, -1.0])
+    ppo_policy_loss(ratio, adv, clip=None).backward()
+    assert ratio.grad.tolist() == pytest.approx([-1.0, 0.5])
+
+
+def test_value_clipping_takes_the_larger_error():
+    value = torch.tensor([3.0, 1.1, 0.0], requires_grad=True)
+    old = torch.tensor([1.0, 1.0, 1.0])
+    target = torch.tensor([2.0, 2.0, 2.0])
+    loss = ppo_value_loss(value, old, target, clip=0.2)
+    # V 3.0: clipped 1.2 -> errors 1.0 and 0.64: 1.0 (unclipped, gradient flows)
+    # V 1.1: inside the clip -> 0.81 both
+    # V 0.0: clipped 0.8 -> errors 4.0 and 1.44: 4.0
+    assert loss.item() == pytest.approx(0.5 * (1.0 + 0.81 + 4.0) / 3)
+    # V 3.0 moved away from the target beyond the clip: the larger error is the clipped
+    # one only when the clipped value is further from the target
+    value2 = torch.tensor([1.5], requires_grad=True)
+    loss2 = ppo_value_loss(value2, torch.tensor([1.0]), torch.tensor([0.0]), clip=0.2)
+    # clipped 1.2 -> 1.44 vs 2.25 unclipped: 2.25
+    assert loss2.item() == pytest.approx(0.5 * 2.25)
+    value3 = torch.tensor([0.5], requires_grad=True)
+    loss3 = ppo_value_loss(value3, torch.tensor([1.0]), torch.tensor([2.0]), clip=0.2)
+    # clipped 0.8 -> 1.44 vs 2.25 unclipped: 2.25; a clipped max has zero gradient
+    value4 = torch.tensor([2.5], requires_grad=True)
+    loss4 = ppo_value_loss(value4, torch.tensor([1.0]), torch.tensor([2.6]), clip=0.2)
+    # unclipped 0.01, clipped 1.2 -> 1.96: the clipped error wins, gradient zero
+    assert loss3.item() == pytest.approx(0.5 * 2.25)
+    assert loss4.item() == pytest.approx(0.5 * 1.96)
+    loss4.backward()
+    assert value4.grad.item() == 0.0
+    assert ppo_value_loss(value, old, target, clip=None).item() == pytest.approx(
+        0.5 * (1.0 + 0.81 + 4.0) / 3
+    )
+
+
+def test_advantage_normalisation():
+    adv = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    out = normalize_advantage(adv.clone())
+    std = math.sqrt(((1 - 3) ** 2 + 1 + 0 + 9) / 3)  # unbiased, as torch.std
+    assert out.tolist() == pytest.approx([(x - 3) / std for x in (1, 2, 3, 6)], abs=1e-6)
+    assert out.mean().item() == pytest.approx(0.0, abs=1e-6)
+
+
+class Passthrough(torch.nn.Identity):
+    out_features = 1
+
+
+def test_clipped_gaussian_log_prob_matches_the_mixed_distribution():
+    torch.manual_seed(0)
+    actor = ClippedGaussianActor(Passthrough(), 1, hidden=(), init_log_std=math.log(0.5))
+    actor.net = torch.nn.Identity()  # the mean is the observation itself
+    mean = torch.tensor([[0.3], [0.3], [0.3]])
+    action = torch.tensor([[0.5], [1.0], [-1.0]])
+    got = actor._log_prob(mean, action)
+    normal = torch.distributions.Normal(0.3, 0.5)
+    expected = [
+        normal.log_prob(torch.tensor(0.5)).item(),
+        math.log(1 - normal.cdf(torch.tensor(1.0)).item()),
+        math.log(normal.cdf(torch.tensor(-1.0)).item()),
+    ]
+    assert got.tolist() == pytest.approx(expected, abs=1e-5)
+    # sample() reports the log-prob evaluate() gives the same stored action
+    obs = torch.full((1000, 1), 0.3)
+    a, logp = actor.sample(obs)
+    assert torch.allclose(actor.evaluate(obs, a)[0], logp)
+    assert (a.abs() == 1).any()  # the clip does happen at std 0.5
+
+
+def small(tmp_path, overrides):
+    cfg = load_config(
+        [
+            *overrides,
+            "trainer=on_policy",
+            "env.num_envs=4",
+            "env.eval_envs=2",
+            "agent.hidden=[32,32]",
+            "trainer.rollout_steps=8",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    return build(cfg, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["env=cartpole", "agent=ppo"],
+        ["env=pendulum", "agent=ppo"],
+        ["env=cartpole", "agent=a2c"],
+        ["env=pendulum", "agent=ppo", "trainer.bootstrap_truncated=false"],
+    ],
+    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pendulum_no_next_obs"],
+)
+def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
+    trainer = small(tmp_path, overrides)
+    trainer.iteration()  # warm-up: buffers are allocated
+    before = trainer.agent.updates
+    with count_host_reads() as reads:
+        for _ in range(3):
+            trainer.iteration()
+    passes = trainer.epochs * trainer.minibatches
+    assert trainer.agent.updates == before + 3 * passes
+    assert int(trainer.progress.updates) == 4 * passes
+    assert trainer.frames == 4 * 8 * 4
+    assert reads.count == 0, reads.report()
+
+
+def test_on_policy_iteration_reuses_its_buffers(tmp_path):
+    trainer = small(tmp_path, ["env=cartpole", "agent=ppo"])
+    trainer.iteration()
+    ptrs = [t.data_ptr() for t in (trainer.advantage, trainer.perm, *trainer._targets)]
+    trainer.iteration()
+    assert ptrs == [t.data_ptr() for t in (trainer.advantage, trainer.perm, *trainer._targets)]
+    # the advantages are normalised over the rollout
+    assert trainer.advantage.mean().item() == pytest.approx(0.0, abs=1e-5)
+    assert trainer.advantage.std().item() == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "overrides, fits",
+    [
+        (["agent=dqn", "trainer=on_policy"], "trainer=off_policy"),
+        (["env=pendulum", "agent=sac", "trainer=on_policy"], "trainer=off_policy"),
+        (["agent=ppo", "trainer=off_policy"], "trainer=on_policy"),
+        (["agent=a2c", "trainer=off_policy"], "trainer=on_policy"),
+        (["env=marinenav", "agent=ppo", "trainer=on_policy"], "single-agent"),
+    ],
+)
+def test_wrong_trainer_agent_pairs_raise_one_line(tmp_path, overrides, fits):
+    cfg = load_config([*overrides, "logger=none", "trainer.progress=false"])
+    with pytest.raises(ConfigError, match=fits) as err:
+        build(cfg, tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_ppo_learns_cartpole_quickly(tmp_path):
+    """Random play scores about 22 on CartPole; PPO passes 150 within 20k frames."""
+    torch.manual_seed(0)
+    cfg = load_config(
+        [
+            "experiment=ppo_cartpole",
+            "seed=0",
+            "trainer.total_frames=20480",
+            "trainer.eval_interval=100000",
+            "agent.anneal_lr=false",
+            "agent.lr=1e-3",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    trainer = build(cfg, tmp_path)
+    while trainer.frames < cfg.trainer.total_frames:
+        trainer.iteration()
+    assert evaluate_protocol(trainer.eval_env, trainer.agent.policy)["return"] > 150
