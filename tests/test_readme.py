@@ -1,0 +1,58 @@
+"""Every quickstart command of the README runs, as written, with a tiny frame budget
+appended (marked slow: one process per command)."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def quickstart_commands() -> list[str]:
+    text = README.read_text()
+    block = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in block.splitlines()]
+    return [line for line in lines if line.startswith("python -m gpurl.train")]
+
+
+def tiny(args: list[str], tmp_path: Path) -> list[str]:
+    marine = any("marinenav" in a for a in args)
+    on_policy = any(a.startswith("experiment=ppo") or a.startswith("experiment=a2c") for a in args)
+    budget = ["trainer.total_frames=" + ("512" if on_policy else "64")]
+    budget += [] if on_policy else ["trainer.init_random_frames=32", "trainer.batch_size=16"]
+    budget += ["env.max_episode_steps=20"] if marine else ["env.eval_envs=2"]
+    budget += ["trainer.progress=false"]
+    args = [re.sub(r"trainer\.total_frames=\d+", "", a) for a in args]
+    args = [a for a in args if a]
+    if "-m" in args:
+        return args + budget + [f"hydra.sweep.dir={tmp_path / 'multirun'}"]
+    return args + budget + [f"hydra.run.dir={tmp_path / 'run'}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", quickstart_commands())
+def test_readme_quickstart_command_runs(tmp_path, command):
+    args = shlex.split(command)[3:]  # after `python -m gpurl.train`
+    resume = [a for a in args if a.startswith("trainer.resume=")]
+    if resume:  # the README's run directory is an example: make one to resume from
+        first = [a for a in args if not a.startswith("trainer.resume=")]
+        prior = subprocess.run(
+            [sys.executable, "-m", "gpurl.train", *tiny(first, tmp_path / "prior")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert prior.returncode == 0, prior.stderr[-2000:]
+        args = first + [f"trainer.resume={tmp_path / 'prior' / 'run'}"]
+        args = [a.replace("total_frames=64", "total_frames=128") for a in tiny(args, tmp_path)]
+    else:
+        args = tiny(args, tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpurl.train", *args], capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "summary.json" in out.stdout or "-m" in args
