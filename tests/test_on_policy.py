@@ -169,13 +169,15 @@ def test_wrong_trainer_agent_pairs_raise_one_line(tmp_path, overrides, fits):
 
 
 def test_ppo_learns_cartpole_quickly(tmp_path):
-    """Random play scores about 22 on CartPole; PPO passes 150 within 20k frames."""
+    """Random play scores about 22 on CartPole (an untrained greedy policy about 10); after
+    4096 frames PPO's greedy return measured 355 (seed 0) and 358 (seed 1)."""
     torch.manual_seed(0)
     cfg = load_config(
         [
             "experiment=ppo_cartpole",
             "seed=0",
-            "trainer.total_frames=20480",
+            "trainer.total_frames=4096",
+            "agent.epochs=4",
             "trainer.eval_interval=100000",
             "agent.anneal_lr=false",
             "agent.lr=1e-3",
@@ -186,4 +188,4 @@ def test_ppo_learns_cartpole_quickly(tmp_path):
     trainer = build(cfg, tmp_path)
     while trainer.frames < cfg.trainer.total_frames:
         trainer.iteration()
-    assert evaluate_protocol(trainer.eval_env, trainer.agent.policy)["return"] > 150
+    assert evaluate_protocol(trainer.eval_env, trainer.agent.policy)["return"] > 100
