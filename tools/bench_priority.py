@@ -14,6 +14,7 @@ wall time of every round is recorded. One JSON record per (kind, capacity).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -67,6 +68,7 @@ def time_calls(calls, sync) -> tuple[float, float]:
 
 
 def bench(capacity: int, batch: int, iters: int, warmup: int, repeats: int, device) -> list:
+    load = round(os.getloadavg()[0], 2)  # other jobs on a shared machine slow the wall clock
     gen = torch.Generator(device=device).manual_seed(0)
     samplers = {kind: filled_sampler(kind, capacity, device, gen) for kind in KINDS}
     # The same indices and priorities for both kinds, drawn before timing.
@@ -111,6 +113,7 @@ def bench(capacity: int, batch: int, iters: int, warmup: int, repeats: int, devi
             "repeats": repeats,
             "host_reads_per_update_and_sample": reads[kind],
             "threads": torch.get_num_threads(),
+            "load_average_1min": load,
             "commit": commit(),
             **environment_record(device),
         }
