@@ -75,24 +75,30 @@ def test_mlflow_writes_a_sqlite_store_under_the_run_dir(tmp_path):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    def train(run_dir):
-        summary = build(load_config([*TINY, "logger=mlflow"]), run_dir).train()
-        close_loggers()
-        return summary
+    summary = build(load_config([*TINY, "logger=mlflow"]), tmp_path).train()
+    db = tmp_path / "logs" / "mlflow.db"
+    assert db.is_file()
+    # The next job of a multirun, in the same process and here in the same store
+    # (logger.tracking_uri), ends the first MLflow run and starts its own: MLflow allows
+    # one active run per process.
+    cfg = load_config(["logger=mlflow", f"logger.tracking_uri=sqlite:///{db}"])
+    second = make_logger(cfg.logger, tmp_path / "next", "dqn_cartpole_s1")
+    second.log_scalar("eval/return", 42.0, step=8)
+    close_loggers()
 
-    # Two runs in one process, as a multirun's basic launcher makes them.
-    first, second = train(tmp_path / "a"), train(tmp_path / "b")
-    for run_dir, summary in ((tmp_path / "a", first), (tmp_path / "b", second)):
-        db = run_dir / "logs" / "mlflow.db"
-        assert db.is_file()
-        client = MlflowClient(tracking_uri=f"sqlite:///{db}")
-        (run,) = client.search_runs([client.get_experiment_by_name("gpurl").experiment_id])
-        assert run.info.run_name == "dqn_cartpole_s0" and run.info.status == "FINISHED"
-        history = client.get_metric_history(run.info.run_id, "eval/return")
-        assert [(m.step, m.value) for m in history] == [
-            (32, summary["eval_history"][0][1]),
-            (64, summary["eval_return"]),
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("gpurl").experiment_id])
+    logged = {
+        r.info.run_name: [
+            (m.step, m.value) for m in client.get_metric_history(r.info.run_id, "eval/return")
         ]
+        for r in runs
+        if r.info.status == "FINISHED"
+    }
+    assert logged == {
+        "dqn_cartpole_s0": [(32, summary["eval_history"][0][1]), (64, summary["eval_return"])],
+        "dqn_cartpole_s1": [(8, 42.0)],
+    }
 
 
 @pytest.mark.parametrize("kind, extra", [("wandb", "wandb"), ("mlflow", "mlflow")])

@@ -59,6 +59,9 @@ def close_loggers() -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.finish()
+        # finish() returns before wandb's service process has written the run's file;
+        # teardown() waits for that process to exit (the next wandb.init starts another).
+        wandb.teardown()
     mlflow = sys.modules.get("mlflow")
     if mlflow is not None and mlflow.active_run() is not None:
         mlflow.end_run()
