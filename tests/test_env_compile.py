@@ -15,6 +15,7 @@ import torch
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.cartpole import CartPoleEnv
 from gpurl.envs.compile import (
+    CounterRNG,
     RandomRollout,
     compile_env,
     compile_rollout,
@@ -142,12 +143,38 @@ def test_lean_core_is_lean_step_eagerly():
         action = torch.randint(0, 2, (64,), generator=gen)
         nxt_r, obs_r = ref.lean_step(action)
         noise = tuple(torch.rand(s, generator=env.rng) for s in core.noise_shapes)
-        work, nxt, obs = core.step(core.unpack(env.state, env.steps), action, noise)
+        work, nxt = core.step(core.unpack(env.state, env.steps), action, noise)
         env.state, env.steps = core.pack(*work)
+        obs = core.observe(env.state, env.steps)
         for key in nxt_r.keys():
             assert torch.equal(nxt[key], nxt_r[key]), key
         assert torch.equal(obs["observation"], obs_r["observation"])
         assert torch.equal(env.steps, ref.steps)
+
+
+def test_counter_rng_step_is_its_eager_self():
+    """rng="counter": the noise is drawn in the graph; the step is the LeanCore step with
+    the CounterRNG's draws, which the eager reference replays."""
+    env = compile_env(CartPoleEnv(N, seed=4), rng="counter")
+    ref = CartPoleEnv(N, seed=4)
+    env.lean_reset(), ref.lean_reset()
+    crng, core = env.lean_step.counter_rng, ref.lean_core()
+    key, counter, lanes = crng.key.clone(), crng.counter.clone(), crng.lanes
+    gen, ended = torch.Generator().manual_seed(5), 0
+    for _ in range(120):
+        action = torch.randint(0, 2, (N,), generator=gen)
+        nxt, obs = env.lean_step(action)
+        noise = tuple(CounterRNG.draws(key, counter, lanes))
+        work, nxt_r = core.step(core.unpack(ref.state, ref.steps), action, noise)
+        ref.state, ref.steps = core.pack(*work)
+        counter = counter + 1
+        for k in ("done", "terminated", "truncated"):
+            assert torch.equal(nxt[k], nxt_r[k]), k
+        torch.testing.assert_close(nxt["observation"], nxt_r["observation"], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(obs["observation"], ref.state, rtol=1e-4, atol=1e-4)
+        ended += int(nxt["done"].sum())
+    assert torch.equal(crng.counter, counter) and ended > 20
+    assert (obs["observation"].abs().max(0).values[[0, 2]] < torch.tensor([2.4, 0.21])).all()
 
 
 def test_compiled_rollout_equals_eager_rollout(rollouts):
@@ -161,7 +188,8 @@ def test_compiled_rollout_equals_eager_rollout(rollouts):
     torch.testing.assert_close(out_c["reward"], out_e["reward"])
     torch.testing.assert_close(compiled.env.state, eager.env.state, rtol=1e-4, atol=1e-4)
     assert torch.equal(compiled.env.steps, eager.env.steps)
-    assert torch.equal(compiled.counter, eager.counter) and compiled.counter.item() == steps
+    assert torch.equal(compiled.rng.counter, eager.rng.counter)
+    assert compiled.rng.counter.item() == steps
     # A random CartPole policy lasts about 22 steps an episode
     assert 10 < out_c["frames"] / out_c["episodes"].sum().item() < 45
 

@@ -11,6 +11,8 @@ Implementations (--impls; peers are skipped with a one-line note when not import
                           random action drawn on the device per step
   gpurl_compiled          the same, lean_step compiled (gpurl.envs.compile.compile_env)
   gpurl_compiled_dynamo   the same through torch.compile (Dynamo guards on every call)
+  gpurl_compiled_counter  compiled lean_step, reset noise drawn in the graph by the
+                          counter-based RNG (rng="counter") instead of eagerly from env.rng
   gpurl_compiled_rollout  the whole random rollout compiled, --chunk steps unrolled per
                           call, actions and resets drawn in-graph (compile_rollout)
   envpool                 envpool's C++ CartPole-v1, its own batched sync API
@@ -59,6 +61,7 @@ ENV_IMPLS = (
     "gpurl_eager",
     "gpurl_compiled",
     "gpurl_compiled_dynamo",
+    "gpurl_compiled_counter",
     "gpurl_compiled_rollout",
     "envpool",
     "gymnax_step",
@@ -109,6 +112,7 @@ class Impl:
 
 class GpurlStep(Impl):
     backend: str | None = None  # None: eager
+    rng = "env"
 
     def build(self):
         from gpurl.envs.cartpole import CartPoleEnv
@@ -120,7 +124,7 @@ class GpurlStep(Impl):
         gen.manual_seed(self.seed)
         env.lean_reset()
         if self.backend is not None:
-            compile_env(env, backend=self.backend)
+            compile_env(env, backend=self.backend, rng=self.rng)
             t0 = time.perf_counter()
             env.lean_step(torch.randint(0, 2, (n,), generator=gen, device=device))
             self.compile_seconds = time.perf_counter() - t0
@@ -144,6 +148,11 @@ class GpurlCompiled(GpurlStep):
 
 class GpurlCompiledDynamo(GpurlStep):
     backend = "dynamo"
+
+
+class GpurlCompiledCounter(GpurlStep):
+    backend = "inductor"
+    rng = "counter"
 
 
 class GpurlCompiledRollout(Impl):
@@ -280,6 +289,7 @@ IMPLS = {
     "gpurl_eager": GpurlEager,
     "gpurl_compiled": GpurlCompiled,
     "gpurl_compiled_dynamo": GpurlCompiledDynamo,
+    "gpurl_compiled_counter": GpurlCompiledCounter,
     "gpurl_compiled_rollout": GpurlCompiledRollout,
     "envpool": Envpool,
     "gymnax_step": GymnaxStep,

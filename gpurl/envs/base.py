@@ -41,22 +41,24 @@ def fast_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
 
 @dataclass(frozen=True)
 class LeanCore:
-    """A native env's lean step as one pure function of tensors (see gpurl.envs.compile).
+    """A native env's lean step as pure functions of tensors (see gpurl.envs.compile).
 
-    step(work, action, noise, force_reset) -> (work, next, obs) advances the working
-    state `work`, a tuple of tensors: unpack(*state) of the env's state tensors, named in
-    order by `state_names` (env attributes), and back with pack(*work). `noise` is one
-    uniform [0, 1) tensor per shape in `noise_shapes`: all the randomness a step uses.
-    `force_reset` is NativeEnv.force_reset, a Python flag fixed when traced. `next` and
-    `obs` are the entries of lean_step's two TensorDicts. Same inputs, same outputs:
-    everything the step must see changing is in `work` or `noise`, never in Python.
-    A working state lets a multi-step rollout skip the repacking between steps (CartPole
-    works on its state's columns).
+    step(work, action, noise, force_reset) -> (work, next) advances the working state
+    `work`, a tuple of tensors: unpack(*state) of the env's state tensors (named in order
+    by `state_names`, env attributes), and back with pack(*work). `noise` is one uniform
+    [0, 1) tensor per shape in `noise_shapes`: all the randomness a step uses, drawn for
+    every env. `force_reset` is NativeEnv.force_reset, a Python flag fixed when traced.
+    `next` holds the entries of lean_step's first TensorDict; observe(*state) gives those
+    of its second from the packed state, as _observation() does. Same inputs, same
+    outputs: everything a step must see changing is in `work` or `noise`, never in
+    Python. A working state lets a multi-step rollout skip the repacking between steps
+    (CartPole works on its state's columns).
     """
 
     step: Callable
     state_names: tuple[str, ...]
     noise_shapes: tuple[torch.Size, ...]
+    observe: Callable
     unpack: Callable = lambda *state: state
     pack: Callable = lambda *work: work
 

@@ -76,7 +76,7 @@ def cartpole_step(state: torch.Tensor, action: torch.Tensor, limits: torch.Tenso
 def cartpole_lean_step(columns: tuple, steps: torch.Tensor, action, noise, force_reset=False):
     """The lean step as one pure function: advance, then reset the envs that are done.
 
-    `columns` are the state's four columns [B], `steps` the episode lengths [B] (int64),
+    `columns` are the state's four columns [B], `steps` the episode lengths [B] (integer),
     `noise` uniform [0, 1) [B, 4] (drawn for every env, used where an episode restarts:
     fresh states are U(-0.05, 0.05)^4). `force_reset` (a Python flag, fixed when traced)
     reports every step as truncated, as NativeEnv.force_reset does. Returns (reached,
@@ -128,10 +128,13 @@ class CartPoleEnv(NativeEnv):
             step=_cartpole_core,
             state_names=("state", "steps"),
             noise_shapes=(self.state.shape,),
-            unpack=lambda state, steps: (*state.unbind(-1), steps),
+            observe=lambda state, steps: {"observation": state},
+            # working state: the columns, and the lengths as int32 (<= 500): 32-bit
+            # lanes throughout, so a vector of them is as wide as a vector of floats
+            unpack=lambda state, steps: (*state.unbind(-1), steps.to(torch.int32)),
             pack=lambda x, x_dot, theta, theta_dot, steps: (
                 torch.stack((x, x_dot, theta, theta_dot), dim=-1),
-                steps,
+                steps.to(torch.int64),
             ),
         )
 
@@ -149,4 +152,4 @@ def _cartpole_core(work, action, noise, force_reset=False):
         "terminated": terminated,
         "truncated": truncated,
     }
-    return (*columns, steps), nxt, {"observation": torch.stack(columns, dim=-1)}
+    return (*columns, steps), nxt

@@ -7,7 +7,8 @@
     stats = rollout(10_000)                          # 10,000 steps of every env
 
 Both start from the env's LeanCore (NativeEnv.lean_core): its lean step as one pure
-function of tensors (state, action, uniform noise) -> (state, next, obs).
+function of tensors (state, action, uniform noise) -> (state, next), and the
+observation as a function of the state.
 
 compile_env (mode "step"): each lean_step draws the step's noise eagerly from the env's
 own generator, exactly as the eager path does (same calls, same order), then runs the
@@ -54,8 +55,8 @@ def compile_flat(
     """Compile `fn`, a pure function of tensors returning a tuple of tensors, for inputs
     shaped like `example_inputs`.
 
-    "inductor": traced once with make_fx (fixed shapes), common subexpressions merged,
-    compiled by torch._inductor.compile; no Dynamo guards run per call, so the caller
+    "inductor": traced once with make_fx (fixed shapes) and compiled by
+    torch._inductor.compile; no Dynamo guards run per call, so the caller
     keeps the shapes, dtypes and devices of `example_inputs`. `torch_compile_kwargs` may
     carry `options` (Inductor config) and `mode` (torch.compile's modes).
     "dynamo": torch.compile(fn, fullgraph=True, dynamic=False, **torch_compile_kwargs).
@@ -77,18 +78,7 @@ def compile_flat(
         )
     with torch.no_grad():
         graph = make_fx(fn, tracing_mode="fake")(*example_inputs)
-        graph = _merge_common_subexpressions(graph)
         return torch._inductor.compile(graph, list(example_inputs), options=options or None)
-
-
-def _merge_common_subexpressions(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """AOTAutograd merges repeated ops for training graphs only; do it for ours too (a
-    packed state and an observation built from the same columns become one buffer)."""
-    try:
-        from torch._functorch.compile_utils import fx_graph_cse
-    except ImportError:  # a private helper: without it, compile as traced
-        return graph
-    return torch.fx.GraphModule(graph, fx_graph_cse(graph.graph))
 
 
 # -- compiled lean step ----------------------------------------------------------------
@@ -107,10 +97,22 @@ def _core_of(env: NativeEnv) -> LeanCore:
 class CompiledLeanStep:
     """env.lean_step through the compiled LeanCore; installed on the env by compile_env."""
 
-    def __init__(self, env: NativeEnv, backend: str = "inductor", **torch_compile_kwargs):
+    def __init__(
+        self,
+        env: NativeEnv,
+        backend: str = "inductor",
+        rng: str = "env",
+        **torch_compile_kwargs,
+    ):
+        if rng not in ("env", "counter"):
+            raise ConfigError(f"unknown compile rng '{rng}': choose env or counter")
         self.env = env
         self.core = _core_of(env)
         self.backend = backend
+        self.counter_rng = None
+        if rng == "counter":  # keyed by the env's seed, without drawing from env.rng
+            seed = _ENV_KEY_SALT ^ env.rng.initial_seed()
+            self.counter_rng = CounterRNG(self.core.noise_shapes, seed, env.device)
         self.kwargs = torch_compile_kwargs
         self.compiled: dict[tuple, tuple] = {}
         self.compile_seconds = 0.0
@@ -123,24 +125,48 @@ class CompiledLeanStep:
         n_state = len(core.state_names)
         layout = {}
 
-        def flat_step(*args):
-            state, action, noise = args[:n_state], args[n_state], args[n_state + 1 :]
-            work, nxt, obs = core.step(core.unpack(*state), action, noise, force_reset)
-            layout["next"], layout["obs"] = tuple(nxt), tuple(obs)
-            return (*core.pack(*work), *nxt.values(), *obs.values())
+        counter_rng = self.counter_rng
 
-        noise = tuple(torch.zeros(s, device=env.device) for s in core.noise_shapes)
-        inputs = (*(getattr(env, n) for n in core.state_names), action, *noise)
+        def flat_step(*args):
+            state, action, rest = args[:n_state], args[n_state], args[n_state + 1 :]
+            if counter_rng is None:
+                noise, advanced = rest, ()
+            else:  # rest: key, counter, lanes
+                noise = tuple(CounterRNG.draws(rest[0], rest[1], rest[2:]))
+                advanced = (rest[1] + 1,)
+            work, nxt = core.step(core.unpack(*state), action, noise, force_reset)
+            state = core.pack(*work)
+            obs = core.observe(*state)  # may alias the state, as _observation() does
+            layout["next"], layout["obs"] = tuple(nxt), tuple(obs)
+            return (*state, *advanced, *nxt.values(), *obs.values())
+
+        state = tuple(getattr(env, n) for n in core.state_names)
+        if counter_rng is None:  # placeholders: compiling must not draw from env.rng
+            noise = tuple(torch.zeros(s, device=env.device) for s in core.noise_shapes)
+        else:
+            noise = (counter_rng.key, counter_rng.counter, *counter_rng.lanes)
+        inputs = (*state, action, *noise)
         t0 = time.perf_counter()
         flat_step(*inputs)  # records the output layout
         fn = compile_flat(flat_step, inputs, self.backend, **self.kwargs)
         if self.backend == "dynamo":  # compiles on its first call: pay for it here
             fn(*inputs)
         self.compile_seconds += time.perf_counter() - t0
-        n_next = len(layout["next"])
-        entry = (fn, layout["next"], layout["obs"], n_state, n_state + n_next)
+        n_pre_next = n_state + (counter_rng is not None)
+        entry = (fn, layout["next"], layout["obs"], n_pre_next, n_pre_next + len(layout["next"]))
         self.compiled[key] = entry
         return entry
+
+    def _noise_inputs(self) -> tuple:
+        """The step's noise drawn now from the env's generator (in the eager path's calls
+        and order), or the counter-based generator's state (drawn in the graph)."""
+        if self.counter_rng is None:
+            rng, device = self.env.rng, self.device
+            return tuple(
+                torch.rand(s, generator=rng, device=device) for s in self.core.noise_shapes
+            )
+        c = self.counter_rng
+        return (c.key, c.counter, *c.lanes)
 
     def __call__(self, action: torch.Tensor):
         env = self.env
@@ -158,29 +184,35 @@ class CompiledLeanStep:
             key = (env.force_reset, action.dtype, action.shape)
             entry = self.compiled.get(key) or self._compile(key, action)
             self._last = (*key, entry)
-        fn, next_keys, obs_keys, n_state, n_pre_obs = entry
-        rng, device, names = env.rng, self.device, self.core.state_names
-        out = fn(
-            *[getattr(env, n) for n in names],
-            action,
-            *[torch.rand(s, generator=rng, device=device) for s in self.core.noise_shapes],
-        )
+        fn, next_keys, obs_keys, n_pre_next, n_pre_obs = entry
+        names = self.core.state_names
+        out = fn(*[getattr(env, n) for n in names], action, *self._noise_inputs())
         for name, value in zip(names, out, strict=False):
             setattr(env, name, value)
-        b = self.batch_size
-        nxt = fast_tensordict(dict(zip(next_keys, out[n_state:n_pre_obs], strict=True)), b, device)
+        if self.counter_rng is not None:
+            self.counter_rng.counter = out[len(names)]
+        b, device = self.batch_size, self.device
+        nxt = fast_tensordict(
+            dict(zip(next_keys, out[n_pre_next:n_pre_obs], strict=True)), b, device
+        )
         obs = fast_tensordict(dict(zip(obs_keys, out[n_pre_obs:], strict=True)), b, device)
         return nxt, obs
 
 
-def compile_env(env: NativeEnv, backend: str = "inductor", **torch_compile_kwargs) -> NativeEnv:
+def compile_env(
+    env: NativeEnv, backend: str = "inductor", rng: str = "env", **torch_compile_kwargs
+) -> NativeEnv:
     """The same env, its lean_step now running the compiled LeanCore (mode "step").
 
-    Trajectories equal the eager env's for the same seed and actions (floats to
-    rounding). Compiles lazily on the first lean_step, again if the action's shape or
-    dtype or env.force_reset changes. Raises ConfigError for envs without a LeanCore.
+    rng="env" (default): each step's noise is drawn eagerly from env.rng, as the eager
+    path draws it, so trajectories equal the eager env's for the same seed and actions
+    (floats to rounding). rng="counter": the noise is drawn inside the compiled step by a
+    CounterRNG (state in tensors, keyed from env.rng): the same distributions, a
+    different stream, and no eager draw per step. Compiles lazily on the first
+    lean_step, again if the action's shape or dtype or env.force_reset changes. Raises
+    ConfigError for envs without a LeanCore.
     """
-    env.lean_step = CompiledLeanStep(env, backend, **torch_compile_kwargs)
+    env.lean_step = CompiledLeanStep(env, backend, rng, **torch_compile_kwargs)
     return env
 
 
@@ -197,6 +229,7 @@ _MUL1 = _int32(0x7FEB352D)
 _MUL2 = _int32(0x846CA68B)
 _LANE_MUL = _int32(0x2545F491)
 _STEP_MUL = _int32(0x9E3779B9)
+_ENV_KEY_SALT = 0x5EED  # the compiled step's stream differs from a rollout's of one seed
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:
@@ -218,6 +251,35 @@ def hashed_uniform(step_key: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
     pre-hashed int32 lane ids (see RandomRollout)."""
     bits = (mix32(step_key ^ lanes) >> 8) & 0xFFFFFF
     return bits.to(torch.float32) * (1.0 / (1 << 24))
+
+
+class CounterRNG:
+    """A counter-based generator whose whole state is tensors: key and step counter.
+
+    draws(key, counter, lanes, t) is a pure function: the uniform [0, 1) tensors, one per
+    shape given at construction, for step `counter + t`. Each value is
+    hashed_uniform(key + step * golden, lane), a 32-bit hash; lanes are distinct per
+    element and per shape. Not torch's generator stream, and not cryptographic.
+    """
+
+    def __init__(self, shapes, seed: int, device):
+        self.key = mix32(torch.tensor(_int32(seed), dtype=torch.int32, device=device))
+        self.counter = torch.zeros((), dtype=torch.int32, device=device)
+        lanes, offset = [], 0
+        for shape in shapes:
+            n = torch.Size(shape).numel()
+            ids = torch.arange(offset, offset + n, dtype=torch.int32, device=device)
+            # Column-major ([B, k] with the env dim contiguous): each column a contiguous
+            # [B] row, the layout a column-wise step reads with vector loads.
+            rev = tuple(range(len(shape)))[::-1]
+            lanes.append(mix32(ids * _LANE_MUL).reshape(tuple(shape)[::-1]).permute(*rev))
+            offset += n
+        self.lanes = tuple(lanes)
+
+    @staticmethod
+    def draws(key, counter, lanes, t: int = 0) -> list[torch.Tensor]:
+        base = key + (counter + t) * _STEP_MUL  # SplitMix-style: mixed per lane below
+        return [hashed_uniform(base, lane) for lane in lanes]
 
 
 def _action_from_uniform(spec) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -260,22 +322,10 @@ class RandomRollout:
         self.core = core = _core_of(env)
         self.chunk = int(chunk)
         device = env.device
-        if seed is None:  # from the env's generator: one env seed, one rollout stream
-            seed = int(torch.randint(0, 2**31 - 1, (), generator=env.rng, device=device))
-        self.key = mix32(torch.tensor(seed, dtype=torch.int32, device=device))
-        self.counter = torch.zeros((), dtype=torch.int32, device=device)
-        # Distinct lane ids per draw: the action, then each noise tensor.
-        shapes = (env.action_spec.shape, *core.noise_shapes)
-        self.lanes, offset = [], 0
-        for shape in shapes:
-            n = shape.numel()
-            ids = torch.arange(offset, offset + n, dtype=torch.int32, device=device)
-            # Stored column-major ([B, k] with the env dim contiguous): each column a
-            # contiguous [B] row, the layout a column-wise step reads with vector loads.
-            lanes = mix32(ids * _LANE_MUL).reshape(shape[::-1]).permute(*range(len(shape))[::-1])
-            self.lanes.append(lanes)
-            offset += n
-        self.lanes = tuple(self.lanes)
+        if seed is None:  # the env's seed, without drawing from env.rng
+            seed = env.rng.initial_seed()
+        # Draws per step: the action, then the step's noise.
+        self.rng = CounterRNG((env.action_spec.shape, *core.noise_shapes), seed, device)
         to_action = _action_from_uniform(env.action_spec)
         step_fn, chunk_len = core.step, self.chunk
 
@@ -288,14 +338,13 @@ class RandomRollout:
                 args[n_state + 4 :],
             )
             work = core.unpack(*state)
+            ended = torch.zeros_like(episodes, dtype=torch.int32)  # 32-bit lanes in the loop
             for t in range(chunk_len):
-                # SplitMix-style keys: an arithmetic sequence, mixed per lane below
-                base = key + (counter + t) * _STEP_MUL
-                draws = [hashed_uniform(base, lane) for lane in lanes]
-                work, nxt, _ = step_fn(work, to_action(draws[0]), tuple(draws[1:]), False)
-                episodes = episodes + nxt["done"].reshape(episodes.shape)
+                draws = CounterRNG.draws(key, counter, lanes, t)
+                work, nxt = step_fn(work, to_action(draws[0]), tuple(draws[1:]), False)
+                ended = ended + nxt["done"].reshape(ended.shape)
                 reward = reward + nxt["reward"].reshape(reward.shape)
-            return (*core.pack(*work), counter + chunk_len, episodes, reward)
+            return (*core.pack(*work), counter + chunk_len, episodes + ended, reward)
 
         self._fn = run_chunk
         self.compile_seconds = 0.0
@@ -313,14 +362,15 @@ class RandomRollout:
 
     def _inputs(self, episodes, reward) -> tuple:
         state = (getattr(self.env, n) for n in self.core.state_names)
-        return (*state, self.key, self.counter, episodes, reward, *self.lanes)
+        rng = self.rng
+        return (*state, rng.key, rng.counter, episodes, reward, *rng.lanes)
 
     def __call__(self, steps: int) -> dict:
         episodes, reward = self._zero_stats()
         chunks = -(-int(steps) // self.chunk)
         names = self.core.state_names
         for _ in range(chunks):
-            *state, self.counter, episodes, reward = self._fn(*self._inputs(episodes, reward))
+            *state, self.rng.counter, episodes, reward = self._fn(*self._inputs(episodes, reward))
             for name, value in zip(names, state, strict=True):
                 setattr(self.env, name, value)
         frames = chunks * self.chunk * self.env.batch_size.numel()

@@ -71,7 +71,12 @@ class PendulumEnv(NativeEnv):
         return {"observation": pendulum_observation(self.state)}
 
     def lean_core(self) -> LeanCore:
-        return LeanCore(_pendulum_core, ("state", "steps"), (self.state.shape,))
+        return LeanCore(
+            step=_pendulum_core,
+            state_names=("state", "steps"),
+            noise_shapes=(self.state.shape,),
+            observe=lambda state, steps: {"observation": pendulum_observation(state)},
+        )
 
 
 def _pendulum_core(work, torque, noise, force_reset=False):
@@ -95,5 +100,4 @@ def _pendulum_core(work, torque, noise, force_reset=False):
         "terminated": torch.zeros_like(truncated),
         "truncated": truncated,
     }
-    obs = {"observation": pendulum_observation(state)}
-    return (state, torch.where(truncated.squeeze(-1), 0, steps)), nxt, obs
+    return (state, torch.where(truncated.squeeze(-1), 0, steps)), nxt
