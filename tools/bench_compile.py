@@ -34,7 +34,7 @@ thread of every impl, and the compilers) to CPU N with sched_setaffinity, like
 compile_seconds), then the impls are timed in interleaved rounds (--rounds), --steps
 env steps per round; env_steps_per_sec is the best round (the least disturbed by other
 processes), with the median and every round alongside. JAX runs are timed to
-block_until_ready.
+block_until_ready. Run with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 for cold compile times.
 """
 
 from __future__ import annotations
@@ -330,6 +330,10 @@ def bench_env(args: argparse.Namespace, num_envs: int) -> list[dict]:
                 "compile_seconds": None
                 if impl.compile_seconds is None
                 else round(impl.compile_seconds, 3),
+                # "1": Inductor's caches off (TORCHINDUCTOR_FORCE_DISABLE_CACHES), so the
+                # compile times are cold; otherwise they may be cache hits
+                "inductor_caches_disabled": os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+                == "1",
                 "threads": {
                     "torch": torch.get_num_threads(),
                     "xla_flags": os.environ.get("XLA_FLAGS"),
