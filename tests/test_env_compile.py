@@ -201,6 +201,15 @@ def test_compiled_rollout_reads_nothing_on_the_host(rollouts):
     assert reads.count == 0, reads.report()
 
 
+def test_random_rollout_draws_bounded_actions():
+    """Pendulum: float torques in [-2, 2]; every env truncates at 200 steps (eagerly)."""
+    env = PendulumEnv(8, seed=1)
+    env.lean_reset()
+    out = RandomRollout(env, chunk=4, compile=False)(400)
+    assert out["frames"] == 3200 and (out["episodes"] == 2).all()
+    assert (out["reward"] < 0).all() and (env.steps == 0).all()
+
+
 def test_hashed_uniforms_look_uniform():
     lanes = mix32(torch.arange(4096, dtype=torch.int32) * 0x2545F491)
     assert lanes.unique().numel() == 4096

@@ -3,35 +3,39 @@
     env = compile_env(make_env({"name": "cartpole"}, num_envs=1024))  # same env, compiled
     nxt, obs = env.lean_step(action)
 
-    rollout = compile_rollout(env, chunk=64)       # env-only benchmarking
+    rollout = compile_rollout(env, chunk=16)       # env-only benchmarking
     stats = rollout(10_000)                          # 10,000 steps of every env
 
 Both start from the env's LeanCore (NativeEnv.lean_core): its lean step as one pure
-function of tensors (state, action, uniform noise) -> (state, next), and the
-observation as a function of the state.
+function of tensors (working state, action, uniform noise) -> (working state, next),
+and the observation as a function of the state. CartPole and Pendulum have one.
 
-compile_env (mode "step"): each lean_step draws the step's noise eagerly from the env's
-own generator, exactly as the eager path does (same calls, same order), then runs the
-compiled core and stores the new state on the env. So for the same seed and actions the
-compiled env follows the eager env's trajectories: flags and counters equal, floats
-equal up to rounding (Inductor may fuse and reorder float math).
+compile_env (mode "step"), rng="env" (default): each lean_step draws the step's noise
+eagerly from the env's own generator, exactly as the eager path does (same calls, same
+order), then runs the compiled core and stores the new state on the env. So for the
+same seed and actions the compiled env follows the eager env's trajectories: done,
+terminated and truncated flags and step counts equal, observations and rewards equal
+to rounding (Inductor fuses and reorders float math and has its own sin/cos, so a
+chaotic trajectory may drift by float ulps; the tests check 1e-5 from the same state
+and the flags over whole free-running trajectories). rng="counter" draws the noise in
+the graph instead (see below): the same distributions, another stream.
 
 compile_rollout (mode "rollout"): the whole loop, actions included, is one compiled
 function of `chunk` unrolled steps; Inductor fuses the chain into one pass over the
 envs, and one call advances every env `chunk` steps. Its randomness comes from a
-counter-based generator kept in tensors (a 32-bit integer hash of key, step counter and
-lane), which compiles to a few vectorized integer ops. It is not the eager generator's
-stream, so a compiled rollout is not the trajectory of an eager lean_step loop with
-env.rng; it equals, to rounding, the same rollout run eagerly (`compile=False`), and each
-of its steps is the env's LeanCore step, the function whose equality with lean_step is
-tested. The RNG state (key, counter) lives in tensors, as everything a compiled call must
-see changing does.
+CounterRNG, a counter-based generator whose state (key, step counter) is tensors: a
+32-bit integer hash of key, step and lane, a few vectorized integer ops. It is not the
+eager generator's stream, so a compiled rollout is not the trajectory of an eager
+lean_step loop with env.rng; it equals, to rounding, the same rollout run eagerly
+(`compile=False`), and each of its steps is the env's LeanCore step, which is tested
+equal to lean_step. Everything a compiled call must see changing lives in tensors.
 
 Backends: "inductor" (default) traces the pure core once (make_fx, fixed shapes) and
 compiles the graph with torch._inductor.compile, with no Dynamo guards to evaluate per
-call; the wrapper re-traces itself when the action's shape or dtype, or force_reset,
-changes. "dynamo" is plain torch.compile(core, **torch_compile_kwargs) with Dynamo's
-guards, which costs tens of microseconds per call on a small CPU.
+call (about one eager op of overhead); the compiled step re-traces itself when the
+action's shape or dtype, or force_reset, changes. "dynamo" is plain
+torch.compile(core, **torch_compile_kwargs) with Dynamo's guards, which costs tens of
+microseconds per call on a small CPU.
 """
 
 from __future__ import annotations
@@ -312,7 +316,7 @@ class RandomRollout:
     def __init__(
         self,
         env: NativeEnv,
-        chunk: int = 64,
+        chunk: int = 16,
         seed: int | None = None,
         compile: bool = True,
         backend: str = "inductor",
@@ -378,7 +382,7 @@ class RandomRollout:
 
 
 def compile_rollout(
-    env: NativeEnv, chunk: int = 64, seed: int | None = None, backend: str = "inductor", **kw
+    env: NativeEnv, chunk: int = 16, seed: int | None = None, backend: str = "inductor", **kw
 ) -> RandomRollout:
     """A compiled random-action rollout of `env` (mode "rollout"), `chunk` steps a call."""
     return RandomRollout(env, chunk, seed, compile=True, backend=backend, **kw)
