@@ -128,7 +128,6 @@ class CompiledLeanStep:
         force_reset = key[0]
         n_state = len(core.state_names)
         layout = {}
-
         counter_rng = self.counter_rng
 
         def flat_step(*args):
@@ -211,7 +210,7 @@ def compile_env(
     rng="env" (default): each step's noise is drawn eagerly from env.rng, as the eager
     path draws it, so trajectories equal the eager env's for the same seed and actions
     (floats to rounding). rng="counter": the noise is drawn inside the compiled step by a
-    CounterRNG (state in tensors, keyed from env.rng): the same distributions, a
+    CounterRNG (state in tensors, keyed by the env's seed): the same distributions, a
     different stream, and no eager draw per step. Compiles lazily on the first
     lean_step, again if the action's shape or dtype or env.force_reset changes. Raises
     ConfigError for envs without a LeanCore.
@@ -252,7 +251,7 @@ def hashed_uniform(step_key: torch.Tensor, lanes: torch.Tensor) -> torch.Tensor:
     """Uniform [0, 1) float32 of `lanes`' shape: 24 bits of mix32(step_key ^ lanes).
 
     `step_key` is an int32 scalar tensor, one per (step, draw); `lanes` are distinct
-    pre-hashed int32 lane ids (see RandomRollout)."""
+    pre-hashed int32 lane ids (see CounterRNG)."""
     bits = (mix32(step_key ^ lanes) >> 8) & 0xFFFFFF
     return bits.to(torch.float32) * (1.0 / (1 << 24))
 
