@@ -12,11 +12,16 @@ From those, this class provides both faces of the env:
   `check_env_specs`), for anything in the TorchRL ecosystem;
 - the lean path (`lean_reset`, `lean_step`) used by gpurl's collector and evaluator:
   no spec checks, no key juggling, no host reads, autoreset under a mask.
+
+An env may also describe its lean step as one pure function (`lean_core`, a LeanCore),
+which gpurl.envs.compile traces and compiles.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -33,6 +38,30 @@ def fast_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
     counts on the lean path: two per env step). Entries must be well-formed.
     """
     return TensorDict._new_unsafe(source, batch_size=batch_size, device=device)
+
+
+@dataclass(frozen=True)
+class LeanCore:
+    """A native env's lean step as pure functions of tensors (see gpurl.envs.compile).
+
+    step(work, action, noise, force_reset) -> (work, next) advances the working state
+    `work`, a tuple of tensors: unpack(*state) of the env's state tensors (named in order
+    by `state_names`, env attributes), and back with pack(*work). `noise` is one uniform
+    [0, 1) tensor per shape in `noise_shapes`: all the randomness a step uses, drawn for
+    every env. `force_reset` is NativeEnv.force_reset, a Python flag fixed when traced.
+    `next` holds the entries of lean_step's first TensorDict; observe(*state) gives those
+    of its second from the packed state, as _observation() does. Same inputs, same
+    outputs: everything a step must see changing is in `work` or `noise`, never in
+    Python. A working state lets a multi-step rollout skip the repacking between steps
+    (CartPole works on its state's columns).
+    """
+
+    step: Callable
+    state_names: tuple[str, ...]
+    noise_shapes: tuple[torch.Size, ...]
+    observe: Callable
+    unpack: Callable = lambda *state: state
+    pack: Callable = lambda *work: work
 
 
 class NativeEnv(EnvBase):
@@ -153,6 +182,13 @@ class NativeEnv(EnvBase):
                 current.setstate(_as_tuples(value))
             else:
                 setattr(self, name, value)
+    def lean_core(self) -> LeanCore | None:
+        """The lean step as a pure function, for compiling; None where the env has none.
+
+        With the noise drawn by `torch.rand(shape, generator=self.rng)` in order, one
+        lean_core step must give what lean_step gives.
+        """
+        return None
 
     # -- lean face ------------------------------------------------------------------------
     def lean_reset(self) -> TensorDict:

@@ -12,7 +12,7 @@ import math
 import torch
 from torchrl.data import Categorical, Unbounded
 
-from gpurl.envs.base import NativeEnv
+from gpurl.envs.base import LeanCore, NativeEnv
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -39,14 +39,13 @@ def cartpole_limits(device=None) -> torch.Tensor:
     return torch.tensor(_LIMITS, device=device)
 
 
-def cartpole_step(state: torch.Tensor, action: torch.Tensor, limits: torch.Tensor):
-    """One Euler step for states [B, 4] (x, x_dot, theta, theta_dot) and actions [B].
+def cartpole_physics(x, x_dot, theta, theta_dot, action):
+    """One Euler step on the state's columns, each [B]; actions [B] (1 pushes right).
 
-    Gymnasium's equations, with constants folded and multiply-adds fused. `limits` is
-    cartpole_limits(), kept by the caller on the state's device. Returns the next state
-    and the terminated flags [B].
+    Gymnasium's equations, with constants folded and multiply-adds fused. Returns the next
+    columns and the terminated flags [B]. Column-wise, so a compiled multi-step rollout
+    keeps each env's state in registers from one step to the next.
     """
-    _, x_dot, theta, theta_dot = state.unbind(-1)
     push = torch.where(action.reshape(theta.shape) == 1, _FORCE_OVER_MASS, -_FORCE_OVER_MASS)
     cos, sin = torch.cos(theta), torch.sin(theta)
     temp = torch.addcmul(push, theta_dot.square(), sin, value=_PML_OVER_MASS)
@@ -54,9 +53,46 @@ def cartpole_step(state: torch.Tensor, action: torch.Tensor, limits: torch.Tenso
         _DEN_CONST - _DEN_COS2 * cos.square()
     )
     x_acc = torch.addcmul(temp, theta_acc, cos, value=-_PML_OVER_MASS)
-    nxt = torch.add(state, torch.stack((x_dot, x_acc, theta_dot, theta_acc), dim=-1), alpha=TAU)
-    terminated = (nxt.abs() > limits).any(-1)
-    return nxt, terminated
+    x = torch.add(x, x_dot, alpha=TAU)
+    x_dot = torch.add(x_dot, x_acc, alpha=TAU)
+    theta = torch.add(theta, theta_dot, alpha=TAU)
+    theta_dot = torch.add(theta_dot, theta_acc, alpha=TAU)
+    # Python-float bounds: no tensor constants, so the step traces as a pure function.
+    terminated = (x.abs() > X_LIMIT) | (theta.abs() > THETA_LIMIT)
+    return (x, x_dot, theta, theta_dot), terminated
+
+
+def cartpole_step(state: torch.Tensor, action: torch.Tensor, limits: torch.Tensor | None = None):
+    """One Euler step for states [B, 4] (x, x_dot, theta, theta_dot) and actions [B].
+
+    cartpole_physics on the columns. Returns the next state and the terminated flags [B].
+    `limits` (cartpole_limits()) is accepted for backward compatibility; the bounds are
+    X_LIMIT and THETA_LIMIT.
+    """
+    columns, terminated = cartpole_physics(*state.unbind(-1), action)
+    return torch.stack(columns, dim=-1), terminated
+
+
+def cartpole_lean_step(columns: tuple, steps: torch.Tensor, action, noise, force_reset=False):
+    """The lean step as one pure function: advance, then reset the envs that are done.
+
+    `columns` are the state's four columns [B], `steps` the episode lengths [B] (integer),
+    `noise` uniform [0, 1) [B, 4] (drawn for every env, used where an episode restarts:
+    fresh states are U(-0.05, 0.05)^4). `force_reset` (a Python flag, fixed when traced)
+    reports every step as truncated, as NativeEnv.force_reset does. Returns (reached,
+    terminated, truncated, columns, steps): `reached` the columns this step reached
+    (before any reset), flags [B], and the columns and lengths to act on next.
+    """
+    reached, terminated = cartpole_physics(*columns, action)
+    steps = steps + 1
+    if force_reset:
+        truncated = torch.ones_like(terminated)
+    else:
+        truncated = (steps >= CartPoleEnv.max_episode_steps) & ~terminated
+    done = terminated | truncated
+    fresh = (noise * 0.1 - 0.05).unbind(-1)
+    columns = tuple(torch.where(done, f, c) for f, c in zip(fresh, reached, strict=True))
+    return reached, terminated, truncated, columns, torch.where(done, 0, steps)
 
 
 class CartPoleEnv(NativeEnv):
@@ -72,7 +108,6 @@ class CartPoleEnv(NativeEnv):
         self.state = torch.zeros((*b, 4), device=self.device)
         self.steps = torch.zeros(b, dtype=torch.int64, device=self.device)
         self.reward = torch.ones((*b, 1), device=self.device)  # constant: never written
-        self.limits = cartpole_limits(self.device)
 
     def _reset_where(self, mask):
         fresh = torch.rand(self.state.shape, generator=self.rng, device=self.device)
@@ -80,10 +115,41 @@ class CartPoleEnv(NativeEnv):
         self.steps = torch.where(mask, 0, self.steps)
 
     def _advance(self, action):
-        self.state, terminated = cartpole_step(self.state, action, self.limits)
+        self.state, terminated = cartpole_step(self.state, action)
         self.steps = self.steps + 1
         truncated = (self.steps >= self.max_episode_steps) & ~terminated
         return self.reward, terminated.unsqueeze(-1), truncated.unsqueeze(-1)
 
     def _observation(self):
         return {"observation": self.state}
+
+    def lean_core(self) -> LeanCore:
+        return LeanCore(
+            step=_cartpole_core,
+            state_names=("state", "steps"),
+            noise_shapes=(self.state.shape,),
+            observe=lambda state, steps: {"observation": state},
+            # working state: the columns, and the lengths as int32 (<= 500): 32-bit
+            # lanes throughout, so a vector of them is as wide as a vector of floats
+            unpack=lambda state, steps: (*state.unbind(-1), steps.to(torch.int32)),
+            pack=lambda x, x_dot, theta, theta_dot, steps: (
+                torch.stack((x, x_dot, theta, theta_dot), dim=-1),
+                steps.to(torch.int64),
+            ),
+        )
+
+
+def _cartpole_core(work, action, noise, force_reset=False):
+    """LeanCore.step on the working state (x, x_dot, theta, theta_dot, steps)."""
+    reached, terminated, truncated, columns, steps = cartpole_lean_step(
+        work[:4], work[4], action, noise[0], force_reset
+    )
+    terminated, truncated = terminated.unsqueeze(-1), truncated.unsqueeze(-1)
+    nxt = {
+        "observation": torch.stack(reached, dim=-1),
+        "reward": torch.ones_like(terminated, dtype=reached[0].dtype),
+        "done": terminated | truncated,
+        "terminated": terminated,
+        "truncated": truncated,
+    }
+    return (*columns, steps), nxt

@@ -12,7 +12,7 @@ import math
 import torch
 from torchrl.data import Bounded, Unbounded
 
-from gpurl.envs.base import NativeEnv
+from gpurl.envs.base import LeanCore, NativeEnv
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0
@@ -69,3 +69,35 @@ class PendulumEnv(NativeEnv):
 
     def _observation(self):
         return {"observation": pendulum_observation(self.state)}
+
+    def lean_core(self) -> LeanCore:
+        return LeanCore(
+            step=_pendulum_core,
+            state_names=("state", "steps"),
+            noise_shapes=(self.state.shape,),
+            observe=lambda state, steps: {"observation": pendulum_observation(state)},
+        )
+
+
+def _pendulum_core(work, torque, noise, force_reset=False):
+    """LeanCore.step: advance, then restart where truncated (theta ~ U(-pi, pi),
+    theta_dot ~ U(-1, 1) from the uniform `noise` [B, 2]), as lean_step does."""
+    state, steps = work
+    reached, reward = pendulum_step(state, torque)
+    steps = steps + 1
+    if force_reset:
+        truncated = torch.ones_like(steps, dtype=torch.bool)
+    else:
+        truncated = steps >= PendulumEnv.max_episode_steps
+    u_theta, u_speed = (2 * noise[0] - 1).unbind(-1)
+    fresh = torch.stack((u_theta * math.pi, u_speed), dim=-1)
+    state = torch.where(truncated.unsqueeze(-1), fresh, reached)
+    truncated = truncated.unsqueeze(-1)
+    nxt = {
+        "observation": pendulum_observation(reached),
+        "reward": reward.unsqueeze(-1),
+        "done": truncated,
+        "terminated": torch.zeros_like(truncated),
+        "truncated": truncated,
+    }
+    return (state, torch.where(truncated.squeeze(-1), 0, steps)), nxt

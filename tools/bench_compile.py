@@ -1,0 +1,387 @@
+"""Compiled against eager, gpurl against the peers a user would pick: one JSON record each.
+
+    python tools/bench_compile.py --what env                       # 64 and 1,024 envs
+    python tools/bench_compile.py --what env --num-envs 1024 --impls gpurl_eager envpool
+    python tools/bench_compile.py --what env --pin-cpu 1 --out docs/bench/x.jsonl
+
+--what env: CartPole-v1, env only (no policy), uniformly random actions, one thread.
+Implementations (--impls; peers are skipped with a one-line note when not importable):
+
+  gpurl_eager             gpurl's CartPoleEnv.lean_step (step + masked autoreset), a fresh
+                          random action drawn on the device per step
+  gpurl_compiled          the same, lean_step compiled (gpurl.envs.compile.compile_env)
+  gpurl_compiled_dynamo   the same through torch.compile (Dynamo guards on every call)
+  gpurl_compiled_counter  compiled lean_step, reset noise drawn in the graph by the
+                          counter-based RNG (rng="counter") instead of eagerly from env.rng
+  gpurl_compiled_rollout  the whole random rollout compiled, --chunk steps unrolled per
+                          call, actions and resets drawn in-graph (compile_rollout)
+  envpool                 envpool's C++ CartPole-v1, its own batched sync API
+                          (num_threads=1, batch_size=num_envs), numpy random actions
+  gymnax_step             gymnax CartPole-v1, jax.jit(vmap(step)) called once per step
+  gymnax_scan             gymnax CartPole-v1, the whole rollout in one jitted lax.scan
+
+Per-step impls (gpurl_eager, gpurl_compiled*, envpool, gymnax_step) hand every step's
+observations, rewards and done flags back to Python. The two whole-rollout impls
+(gpurl_compiled_rollout, gymnax_scan) do the same work per step (random action, step,
+autoreset, count finished episodes and summed rewards per env) but return only the
+per-env counts at the end; the figures compare like with like within those two groups.
+
+Threads: torch.set_num_threads(--threads); XLA is given one thread by setting
+XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" before jax
+is imported; envpool runs num_threads=1. --pin-cpu N pins the whole process (every
+thread of every impl, and the compilers) to CPU N with sched_setaffinity, like
+`taskset -c N`. Each impl is built and warmed up (compiles included, timed apart as
+compile_seconds), then the impls are timed in interleaved rounds (--rounds), --steps
+env steps per round; env_steps_per_sec is the best round (the least disturbed by other
+processes), with the median and every round alongside. JAX runs are timed to
+block_until_ready. Run with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 for cold compile times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+ENV_IMPLS = (
+    "gpurl_eager",
+    "gpurl_compiled",
+    "gpurl_compiled_dynamo",
+    "gpurl_compiled_counter",
+    "gpurl_compiled_rollout",
+    "envpool",
+    "gymnax_step",
+    "gymnax_scan",
+)
+DEFAULT_ENV_IMPLS = tuple(i for i in ENV_IMPLS if i != "gpurl_compiled_dynamo")
+
+
+class Skip(Exception):
+    """An implementation that cannot run here (a peer not installed)."""
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _commit() -> str | None:
+    """The commit of this checkout (with "+dirty" for local changes to tracked files)."""
+    try:
+        run = lambda *a: subprocess.run(  # noqa: E731
+            ["git", *a], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        return run("rev-parse", "--short", "HEAD") + (
+            "+dirty" if run("status", "--porcelain", "-uno") else ""
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+# -- env implementations: build() warms up and returns run(steps) ------------------------
+
+
+class Impl:
+    versions: dict
+    compile_seconds: float | None = None
+    chunk: int | None = None
+
+    def __init__(self, num_envs: int, steps: int, seed: int, chunk: int):
+        self.num_envs, self.steps, self.seed, self.chunk_arg = num_envs, steps, seed, chunk
+
+    def build(self):
+        """Construct, compile and warm up; return run(), which does `steps` steps of all envs."""
+        raise NotImplementedError
+
+
+class GpurlStep(Impl):
+    backend: str | None = None  # None: eager
+    rng = "env"
+
+    def build(self):
+        from gpurl.envs.cartpole import CartPoleEnv
+        from gpurl.envs.compile import compile_env
+
+        n, device = self.num_envs, torch.device("cpu")
+        env = CartPoleEnv(num_envs=n, device=device, seed=self.seed)
+        gen = torch.Generator(device=device)
+        gen.manual_seed(self.seed)
+        env.lean_reset()
+        if self.backend is not None:
+            compile_env(env, backend=self.backend, rng=self.rng)
+            t0 = time.perf_counter()
+            env.lean_step(torch.randint(0, 2, (n,), generator=gen, device=device))
+            self.compile_seconds = time.perf_counter() - t0
+        self.versions = {"torch": torch.__version__}
+
+        def run():
+            for _ in range(self.steps):
+                env.lean_step(torch.randint(0, 2, (n,), generator=gen, device=device))
+
+        run()  # warm-up
+        return run
+
+
+class GpurlEager(GpurlStep):
+    backend = None
+
+
+class GpurlCompiled(GpurlStep):
+    backend = "inductor"
+
+
+class GpurlCompiledDynamo(GpurlStep):
+    backend = "dynamo"
+
+
+class GpurlCompiledCounter(GpurlStep):
+    backend = "inductor"
+    rng = "counter"
+
+
+class GpurlCompiledRollout(Impl):
+    def build(self):
+        from gpurl.envs.cartpole import CartPoleEnv
+        from gpurl.envs.compile import compile_rollout
+
+        env = CartPoleEnv(num_envs=self.num_envs, seed=self.seed)
+        env.lean_reset()
+        self.chunk = self.chunk_arg
+        t0 = time.perf_counter()
+        rollout = compile_rollout(env, chunk=self.chunk)
+        self.compile_seconds = time.perf_counter() - t0
+        self.versions = {"torch": torch.__version__}
+        if self.steps % self.chunk:
+            raise SystemExit(f"--steps {self.steps} must be a multiple of --chunk {self.chunk}")
+
+        def run():
+            rollout(self.steps)
+
+        run()
+        return run
+
+
+class Envpool(Impl):
+    def build(self):
+        try:
+            import envpool
+            import numpy as np
+        except ImportError as err:
+            raise Skip(f"envpool not importable ({err}): pip install -e '.[peers]'") from err
+        n = self.num_envs
+        env = envpool.make(
+            "CartPole-v1",
+            env_type="gymnasium",
+            num_envs=n,
+            batch_size=n,
+            num_threads=1,
+            seed=self.seed,
+        )
+        rng = np.random.default_rng(self.seed)
+        env.reset()
+        self.versions = {"envpool": _version("envpool"), "numpy": np.__version__}
+
+        def run():
+            for _ in range(self.steps):
+                env.step(rng.integers(0, 2, n, dtype=np.int32))
+
+        run()
+        return run
+
+
+def _gymnax(num_envs: int):
+    try:
+        import gymnax
+        import jax
+    except ImportError as err:
+        raise Skip(f"gymnax/jax not importable ({err}): pip install -e '.[peers]'") from err
+    jax.config.update("jax_platforms", "cpu")
+    env, params = gymnax.make("CartPole-v1")
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def random_step(key, state):
+        key, k_act, k_step = jax.random.split(key, 3)
+        action = jax.random.randint(k_act, (num_envs,), 0, 2)
+        obs, state, reward, terminated, truncated, _ = step(
+            jax.random.split(k_step, num_envs), state, action, params
+        )
+        return key, state, obs, reward, terminated | truncated
+
+    versions = {"jax": jax.__version__, "jaxlib": _version("jaxlib"), "gymnax": _version("gymnax")}
+    return jax, reset, random_step, params, versions
+
+
+class GymnaxStep(Impl):
+    def build(self):
+        jax, reset, random_step, params, self.versions = _gymnax(self.num_envs)
+        key = jax.random.PRNGKey(self.seed)
+        key, k = jax.random.split(key)
+        _, state = reset(jax.random.split(k, self.num_envs), params)
+        jitted = jax.jit(random_step)
+        t0 = time.perf_counter()
+        jax.block_until_ready(jitted(key, state))
+        self.compile_seconds = time.perf_counter() - t0
+        carry = {"key": key, "state": state}
+
+        def run():
+            key, state = carry["key"], carry["state"]
+            for _ in range(self.steps):
+                key, state, obs, reward, done = jitted(key, state)
+            jax.block_until_ready((key, state, obs, reward, done))
+            carry.update(key=key, state=state)
+
+        run()
+        return run
+
+
+class GymnaxScan(Impl):
+    def build(self):
+        jax, reset, random_step, params, self.versions = _gymnax(self.num_envs)
+        jnp = jax.numpy
+        key = jax.random.PRNGKey(self.seed)
+        key, k = jax.random.split(key)
+        _, state = reset(jax.random.split(k, self.num_envs), params)
+        steps = self.steps
+
+        def body(carry, _):
+            key, state, episodes, total = carry
+            key, state, _, reward, done = random_step(key, state)
+            return (key, state, episodes + done, total + reward), None
+
+        @jax.jit
+        def rollout(key, state):
+            zeros = jnp.zeros(self.num_envs, jnp.int32), jnp.zeros(self.num_envs, jnp.float32)
+            carry, _ = jax.lax.scan(body, (key, state, *zeros), None, length=steps)
+            return carry
+
+        t0 = time.perf_counter()
+        jax.block_until_ready(rollout(key, state))
+        self.compile_seconds = time.perf_counter() - t0
+        carry = {"key": key, "state": state}
+
+        def run():
+            key, state, episodes, total = rollout(carry["key"], carry["state"])
+            jax.block_until_ready((key, state, episodes, total))
+            carry.update(key=key, state=state)
+
+        run()
+        return run
+
+
+IMPLS = {
+    "gpurl_eager": GpurlEager,
+    "gpurl_compiled": GpurlCompiled,
+    "gpurl_compiled_dynamo": GpurlCompiledDynamo,
+    "gpurl_compiled_counter": GpurlCompiledCounter,
+    "gpurl_compiled_rollout": GpurlCompiledRollout,
+    "envpool": Envpool,
+    "gymnax_step": GymnaxStep,
+    "gymnax_scan": GymnaxScan,
+}
+
+
+def bench_env(args: argparse.Namespace, num_envs: int) -> list[dict]:
+    built, records = {}, []
+    for name in args.impls:
+        impl = IMPLS[name](num_envs, args.steps, args.seed, args.chunk)
+        try:
+            built[name] = (impl, impl.build())
+        except Skip as why:
+            print(f"skipping {name}: {why}", file=sys.stderr, flush=True)
+    rounds: dict[str, list[float]] = {name: [] for name in built}
+    for _ in range(args.rounds):
+        for name, (_, run) in built.items():
+            t0 = time.perf_counter()
+            run()
+            rounds[name].append(time.perf_counter() - t0)
+    frames = num_envs * args.steps
+    for name, (impl, _) in built.items():
+        rates = [frames / s for s in rounds[name]]
+        records.append(
+            {
+                "bench": "bench_compile",
+                "what": "env",
+                "impl": name,
+                "env": "CartPole-v1",
+                "num_envs": num_envs,
+                "env_steps_per_sec": round(max(rates), 1),
+                "env_steps_per_sec_median": round(statistics.median(rates), 1),
+                "env_steps_per_sec_rounds": [round(r, 1) for r in rates],
+                "steps": args.steps,
+                "rounds": args.rounds,
+                "chunk": impl.chunk,
+                "compile_seconds": None
+                if impl.compile_seconds is None
+                else round(impl.compile_seconds, 3),
+                # "1": Inductor's caches off (TORCHINDUCTOR_FORCE_DISABLE_CACHES), so the
+                # compile times are cold; otherwise they may be cache hits
+                "inductor_caches_disabled": os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+                == "1",
+                "threads": {
+                    "torch": torch.get_num_threads(),
+                    "xla_flags": os.environ.get("XLA_FLAGS"),
+                    "envpool_num_threads": 1 if name == "envpool" else None,
+                    "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                },
+                "device": "cpu",
+                "device_name": platform.processor() or platform.machine(),
+                "cpu_count": os.cpu_count(),
+                "versions": {"python": platform.python_version(), **impl.versions},
+                "date": datetime.date.today().isoformat(),
+                "commit": _commit(),
+            }
+        )
+    return records
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--what", choices=["env"], default="env", help="which benchmark section")
+    p.add_argument("--num-envs", type=int, nargs="+", default=[64, 1024])
+    p.add_argument("--impls", nargs="+", choices=ENV_IMPLS, default=list(DEFAULT_ENV_IMPLS))
+    p.add_argument("--steps", type=int, default=512, help="env steps per timed round")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds per impl")
+    p.add_argument("--chunk", type=int, default=16, help="steps per compiled rollout call")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--pin-cpu", type=int, default=None, help="pin the process to this CPU")
+    p.add_argument("--out", type=Path, default=None, help="also append the records here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Before jax is imported (the peers import it lazily): one XLA thread.
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_ONE_THREAD}".strip()
+    if args.pin_cpu is not None:
+        os.sched_setaffinity(0, {args.pin_cpu})
+    torch.set_num_threads(args.threads)
+    for num_envs in args.num_envs:
+        for record in bench_env(args, num_envs):
+            line = json.dumps(record)
+            print(line, flush=True)
+            if args.out is not None:
+                with args.out.open("a") as f:
+                    f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
