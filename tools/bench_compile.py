@@ -46,7 +46,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,6 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+
+from tools.common import gpurl_commit  # noqa: E402
 
 ENV_IMPLS = (
     "gpurl_eager",
@@ -78,19 +79,6 @@ def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _commit() -> str | None:
-    """The commit of this checkout (with "+dirty" for local changes to tracked files)."""
-    try:
-        run = lambda *a: subprocess.run(  # noqa: E731
-            ["git", *a], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        return run("rev-parse", "--short", "HEAD") + (
-            "+dirty" if run("status", "--porcelain", "-uno") else ""
-        )
-    except (OSError, subprocess.CalledProcessError):
         return None
 
 
@@ -345,7 +333,7 @@ def bench_env(args: argparse.Namespace, num_envs: int) -> list[dict]:
                 "cpu_count": os.cpu_count(),
                 "versions": {"python": platform.python_version(), **impl.versions},
                 "date": datetime.date.today().isoformat(),
-                "commit": _commit(),
+                "commit": gpurl_commit(),
             }
         )
     return records

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,8 +24,10 @@ import tensordict
 import torch
 import torchrl
 
-import gpurl
-from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv  # noqa: E402
+from tools.common import gpurl_commit  # noqa: E402
 
 
 def bench(
@@ -76,26 +78,12 @@ def bench(
         else None,
         "repeats": repeats,
         "date": datetime.date.today().isoformat(),
-        "commit": _commit(),
+        "commit": gpurl_commit(),
         "torch": torch.__version__,
         "torchrl": torchrl.__version__,
         "tensordict": tensordict.__version__,
         "threads": torch.get_num_threads(),
     }
-
-
-def _commit() -> str | None:
-    """The commit of the gpurl checkout imported (with "+dirty" for local changes)."""
-    root = Path(gpurl.__file__).resolve().parents[1]
-    try:
-        run = lambda *a: subprocess.run(  # noqa: E731
-            ["git", *a], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        return run("rev-parse", "--short", "HEAD") + (
-            "+dirty" if run("status", "--porcelain", "-uno") else ""
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,26 +23,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gpurl  # noqa: E402
 from gpurl.trainers.priority import make_priority_sampler  # noqa: E402
 from gpurl.utils.host_reads import count_host_reads  # noqa: E402
-from tools.common import emit, environment_record  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 KINDS = ("sumtree", "cumsum")
-
-
-def commit() -> str | None:
-    """The commit of the gpurl checkout imported, "+dirty" with local changes (as in
-    tools/bench_marinenav.py; a shared helper belongs in tools/common.py)."""
-    root = Path(gpurl.__file__).resolve().parents[1]
-    try:
-        git = lambda *a: subprocess.run(  # noqa: E731
-            ["git", *a], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = git("status", "--porcelain", "-uno")
-        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def filled_sampler(kind: str, capacity: int, device: torch.device, gen: torch.Generator):
@@ -114,7 +98,7 @@ def bench(capacity: int, batch: int, iters: int, warmup: int, repeats: int, devi
             "host_reads_per_update_and_sample": reads[kind],
             "threads": torch.get_num_threads(),
             "load_average_1min": load,
-            "commit": commit(),
+            "commit": gpurl_commit(),
             **environment_record(device),
         }
         for kind in KINDS

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime
 import json
 import platform
+import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -31,3 +33,19 @@ def environment_record(device) -> dict:
 def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
     sys.stdout.flush()
+
+
+def gpurl_commit() -> str | None:
+    """The commit of the gpurl checkout imported, with "+dirty" for local changes to
+    tracked files; None outside a git checkout."""
+    import gpurl
+
+    root = Path(gpurl.__file__).resolve().parents[1]
+    try:
+        git = lambda *a: subprocess.run(  # noqa: E731
+            ["git", *a], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = git("status", "--porcelain", "-uno")
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
