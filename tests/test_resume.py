@@ -47,6 +47,7 @@ def tensors_equal(a, b):
     return a == b
 
 
+@pytest.mark.slow  # subprocesses or whole runs: seconds each (CI runs slow tests)
 def test_killed_run_resumes_where_its_checkpoint_left_off(tmp_path):
     run_dir = tmp_path / "killed"
     proc = subprocess.Popen(
@@ -144,6 +145,7 @@ EXACT_CASES = {
 }
 
 
+@pytest.mark.slow  # subprocesses or whole runs: seconds each (CI runs slow tests)
 @pytest.mark.parametrize("case", sorted(EXACT_CASES))
 def test_resumed_run_equals_the_uninterrupted_run_bitwise(tmp_path, case):
     """Stop after a checkpoint, resume in a fresh trainer: frames, logged losses and

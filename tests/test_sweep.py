@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 
+@pytest.mark.slow  # subprocesses or whole runs: seconds each (CI runs slow tests)
 def test_optuna_sweep_maximises_the_final_eval_return(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep = tmp_path / "sweep"

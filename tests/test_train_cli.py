@@ -103,6 +103,7 @@ def test_corrupt_checkpoint_is_a_config_error(tmp_path):
         build(load_config([*TINY, "logger=none", f"trainer.resume={bad}"]), tmp_path)
 
 
+@pytest.mark.slow  # subprocesses or whole runs: seconds each (CI runs slow tests)
 @pytest.mark.parametrize(
     "args, fragment",
     [
@@ -126,6 +127,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path, args, fragment):
         assert fragment in (run_dir / "error.txt").read_text()
 
 
+@pytest.mark.slow  # subprocesses or whole runs: seconds each (CI runs slow tests)
 @pytest.mark.parametrize("launcher", ["basic", "joblib"])
 def test_multirun_sweeps_seeds(tmp_path, launcher):
     sweep = tmp_path / "sweep"
