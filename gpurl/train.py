@@ -32,6 +32,7 @@ from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
 from gpurl.utils.device import resolve_device
+from gpurl.utils.provenance import environment_record, gpurl_commit
 
 
 def load_config(overrides: list[str] | None = None) -> DictConfig:
@@ -78,8 +79,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     trainer = build(cfg, run_dir)
     summary = trainer.train()
     summary.update(
-        device=str(trainer.device),
-        torch_threads=torch.get_num_threads(),
+        **environment_record(trainer.device),
+        commit=gpurl_commit(),
         run_dir=str(run_dir),
         setup_and_train_s=round(time.perf_counter() - started, 2),
         config=OmegaConf.to_container(cfg, resolve=True),

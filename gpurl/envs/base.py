@@ -182,6 +182,7 @@ class NativeEnv(EnvBase):
                 current.setstate(_as_tuples(value))
             else:
                 setattr(self, name, value)
+
     def lean_core(self) -> LeanCore | None:
         """The lean step as a pure function, for compiling; None where the env has none.
 
