@@ -28,6 +28,7 @@ from gpurl.errors import ConfigError
 from gpurl.progress import Progress
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import resolve_checkpoint
+from gpurl.trainers.compile import CompileSpec, compile_agent, compile_env_if, compile_policy
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
@@ -65,6 +66,11 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     agent = make_agent(
         cfg.agent, info, progress, random_frames=int(cfg.trainer.get("init_random_frames", 0))
     )
+    compiled = CompileSpec.from_config(cfg.get("compile"), device)
+    if compiled.active:
+        env = compile_env_if(env, compiled)
+        compile_agent(agent, compiled)
+        agent._acting = compile_policy(agent.policy, compiled)
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
     logger = make_logger(cfg.logger, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
     trainer_cls = TRAINERS[cfg.trainer.name]
@@ -92,7 +98,7 @@ def _env_label(env_cfg) -> str:
     return f"gym:{env_cfg.id}" if env_cfg.name == "gym" else env_cfg.name
 
 
-GROUPS = ("env", "agent", "trainer", "logger", "experiment")
+GROUPS = ("env", "agent", "trainer", "logger", "compile", "experiment")
 
 
 def unknown_override(argv: list[str]) -> str | None:

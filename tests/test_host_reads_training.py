@@ -38,6 +38,7 @@ CASES = {
     ],
     "ddpg_marinenav": ["env=marinenav_continuous", "agent=ddpg", "env.max_episode_steps=20"],
     "td3_marinenav": ["env=marinenav_continuous", "agent=td3", "env.max_episode_steps=20"],
+    "dqn_pixels": ["env=pixels", "agent=dqn"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
 }
 

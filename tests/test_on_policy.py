@@ -13,6 +13,8 @@ from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.utils.host_reads import count_host_reads
 
+from .conftest import requires_cuda
+
 
 def test_clipped_surrogate_clips_above_and_below_and_kills_the_gradient():
     ratio = torch.tensor([1.5, 0.5, 1.1, 0.9, 1.5, 0.5], requires_grad=True)
@@ -123,8 +125,9 @@ def small(tmp_path, overrides):
         ["env=pendulum", "agent=ppo"],
         ["env=cartpole", "agent=a2c"],
         ["env=pendulum", "agent=ppo", "trainer.bootstrap_truncated=false"],
+        ["env=pixels", "agent=ppo"],
     ],
-    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pendulum_no_next_obs"],
+    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pendulum_no_next_obs", "ppo_pixels"],
 )
 def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
     trainer = small(tmp_path, overrides)
@@ -138,6 +141,29 @@ def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
     assert int(trainer.progress.updates) == 4 * passes
     assert trainer.frames == 4 * 8 * 4
     assert reads.count == 0, reads.report()
+
+
+@requires_cuda
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["env=cartpole", "agent=ppo"],
+        ["env=pendulum", "agent=ppo"],
+        ["env=cartpole", "agent=a2c"],
+        ["env=pixels", "agent=ppo"],
+    ],
+    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pixels"],
+)
+def test_on_policy_iterations_never_sync_on_cuda(tmp_path, overrides):
+    trainer = small(tmp_path, [*overrides, "device=cuda"])
+    trainer.iteration()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            trainer.iteration()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 def test_on_policy_iteration_reuses_its_buffers(tmp_path):

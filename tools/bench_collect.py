@@ -3,6 +3,9 @@
 Both sides drive the same native env (gpurl's CartPole by default) with the same
 PolicyWrapper (epsilon-greedy over a 2x64 MLP Q-network): gpurl's LeanCollector calls
 the env's lean path; TorchRL's Collector drives EnvBase.step / step_and_maybe_reset.
+`gpurl_fps` is the eager LeanCollector (the default), `gpurl_compiled_fps` the same with
+compile.policy and compile.env (compile=full's collection path); `ratio` and
+`ratio_compiled` divide them by TorchRL's frames/s.
 The two sides are timed alternately, `--repeats` times each, and the best round of each
 is kept (the least disturbed by other processes). One JSON record per num_envs:
 
@@ -26,15 +29,20 @@ from torchrl.collectors import Collector  # noqa: E402
 from torchrl.envs.utils import ExplorationType  # noqa: E402
 
 from gpurl.envs import make_env  # noqa: E402
-from gpurl.policies import FlatEncoder, LinearSchedule, PolicyWrapper, QNetwork  # noqa: E402
+from gpurl.envs.info import env_info  # noqa: E402
+from gpurl.policies import EpsilonGreedy, LinearSchedule, PolicyWrapper, QNetwork  # noqa: E402
+from gpurl.policies.networks import make_encoder  # noqa: E402
+from gpurl.progress import Progress  # noqa: E402
 from gpurl.trainers.collector import LeanCollector  # noqa: E402
-from tools.common import emit, environment_record  # noqa: E402
+from gpurl.trainers.compile import CompileSpec, compile_env_if, compile_policy  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
-def make_policy(env, device):
-    obs_dim = env.observation_spec["observation"].shape[-1]
-    q = QNetwork(FlatEncoder((obs_dim,)), int(env.action_spec.space.n), (64, 64)).to(device)
-    return PolicyWrapper(q, env.action_spec, epsilon=LinearSchedule(0.1, 0.1, 0)).to(device)
+def make_policy(info, progress):
+    """What DQN acts with: a 2x64 MLP Q-network, epsilon-greedy at 0.1."""
+    q = QNetwork(make_encoder(info, None), info.n_actions, (64, 64))
+    explore = [EpsilonGreedy(LinearSchedule(0.1, 0.1, 0), info.n_actions)]
+    return PolicyWrapper(q, info, progress, explore).to(info.device)
 
 
 def sync(device):
@@ -53,9 +61,17 @@ def time_batches(next_batch, batches: int, device) -> float:
 
 def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, device):
     env = make_env({"name": env_name}, device=device, num_envs=num_envs)
-    policy = make_policy(env, device)
+    info, progress = env_info(env), Progress(device)
+    policy = make_policy(info, progress)
     frames_per_batch = num_envs * steps
-    lean = LeanCollector(env, policy, frames_per_batch)
+    # next observations kept, as DQN's replay needs them (the stock Collector keeps them too)
+    lean = LeanCollector(env, policy, info, frames_per_batch, progress, next_obs=True)
+    # compile=full's collection path: the env's lean step and the acting policy compiled
+    spec = CompileSpec(policy=True, env=True)
+    cenv = compile_env_if(make_env({"name": env_name}, device=device, num_envs=num_envs), spec)
+    cprogress = Progress(device)
+    cpolicy = compile_policy(make_policy(env_info(cenv), cprogress), spec)
+    compiled = LeanCollector(cenv, cpolicy, info, frames_per_batch, cprogress, next_obs=True)
     stock = Collector(
         env,
         policy,
@@ -65,14 +81,16 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
         auto_register_policy_transforms=False,
     )
     stock_iter = iter(stock)
-    lean.rollout(), next(stock_iter)  # warm-up: allocations, lazy init
-    best_lean = best_stock = float("inf")
+    lean.rollout(), next(stock_iter), compiled.rollout()  # warm-up: allocations, compiling
+    best_lean = best_stock = best_compiled = float("inf")
     for _ in range(repeats):
         best_lean = min(best_lean, time_batches(lean.rollout, batches, device))
         best_stock = min(best_stock, time_batches(lambda: next(stock_iter), batches, device))
+        best_compiled = min(best_compiled, time_batches(compiled.rollout, batches, device))
     stock.shutdown()
     frames = frames_per_batch * batches
     gpurl_fps, torchrl_fps = frames / best_lean, frames / best_stock
+    compiled_fps = frames / best_compiled
     return {
         "tool": "bench_collect",
         "env": env_name,
@@ -83,6 +101,9 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
         "gpurl_fps": round(gpurl_fps, 1),
         "torchrl_fps": round(torchrl_fps, 1),
         "ratio": round(gpurl_fps / torchrl_fps, 2),
+        "gpurl_compiled_fps": round(compiled_fps, 1),
+        "ratio_compiled": round(compiled_fps / torchrl_fps, 2),
+        "commit": gpurl_commit(),
         **environment_record(device),
     }
 
@@ -97,6 +118,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--min-ratio", type=float, default=None, help="exit 1 below this ratio")
+    p.add_argument("--ratio-of", choices=["eager", "compiled"], default="eager")
     p.add_argument("--at", type=int, default=64, help="num_envs where --min-ratio applies")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -105,7 +127,8 @@ def main(argv=None) -> int:
         record = bench(args.env, n, args.steps, args.batches, args.repeats, args.device)
         if args.min_ratio is not None and n == args.at:
             record["min_ratio"] = args.min_ratio
-            record["regression"] = record["ratio"] < args.min_ratio
+            key = "ratio" if args.ratio_of == "eager" else "ratio_compiled"
+            record["regression"] = record[key] < args.min_ratio
             failed |= record["regression"]
         emit(record)
     return 1 if failed else 0

@@ -3,6 +3,15 @@
     python tools/bench_compile.py --what env                       # 64 and 1,024 envs
     python tools/bench_compile.py --what env --num-envs 1024 --impls gpurl_eager envpool
     python tools/bench_compile.py --what env --pin-cpu 1 --out docs/bench/x.jsonl
+    python tools/bench_compile.py --what agents --num-envs 64               # CPU
+    python tools/bench_compile.py --what agents --device cuda --num-envs 1024 16384
+
+--what agents: per agent (dqn, ddpg, td3, sac on their envs, ppo on CartPole) and mode
+(eager; compiled = compile=full; compiled_amp = compile=full compile.amp=true;
+cudagraphs = compile=cudagraphs, CUDA only): updates/s of agent.update on one fixed
+batch (--batch-size replay samples; PPO: a minibatch of num_envs) and collected
+frames/s of the trainer's collector (one step of every env per rollout), best of
+--rounds rounds of --calls calls after --warmup untimed calls (compiling, capturing).
 
 --what env: CartPole-v1, env only (no policy), uniformly random actions, one thread.
 Implementations (--impls; peers are skipped with a one-line note when not importable):
@@ -339,10 +348,121 @@ def bench_env(args: argparse.Namespace, num_envs: int) -> list[dict]:
     return records
 
 
+# -- agents: updates/s and collected frames/s, eager vs compiled ---------------------------
+
+AGENT_CASES = {
+    "dqn": ["env=cartpole", "agent=dqn"],
+    "ddpg": ["env=pendulum", "agent=ddpg"],
+    "td3": ["env=pendulum", "agent=td3"],
+    "sac": ["env=pendulum", "agent=sac"],
+    "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
+}
+AGENT_MODES = {
+    "eager": [],
+    "compiled": ["compile=full"],
+    "compiled_amp": ["compile=full", "compile.amp=true"],
+    "cudagraphs": ["compile=cudagraphs"],  # CUDA only
+}
+
+
+def _timed(fn, calls: int, device) -> float:
+    """Seconds per call, the device synchronised around the timed calls."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls
+
+
+def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
+    """One agent in one mode: its update on a fixed batch (batch_size samples, or a
+    num_envs minibatch for PPO) and its collector's rollout of one step of every env."""
+    import tempfile
+
+    from gpurl.train import build, load_config
+    from tools.common import environment_record, training_batch
+
+    device = torch.device(args.device)
+    on_policy = "trainer=on_policy" in AGENT_CASES[agent]
+    overrides = [
+        *AGENT_CASES[agent],
+        *AGENT_MODES[mode],
+        f"device={device}",
+        f"env.num_envs={num_envs}",
+        "env.eval_envs=2",
+        f"agent.hidden=[{args.hidden},{args.hidden}]",
+        "logger=none",
+        "trainer.progress=false",
+        *([] if on_policy else ["trainer.init_random_frames=1000000000"]),
+        *([] if on_policy else [f"trainer.batch_size={args.batch_size}"]),
+        *([] if on_policy else [f"trainer.frames_per_batch={num_envs}"]),
+        *(["trainer.rollout_steps=1", "trainer.minibatches=1"] if on_policy else []),
+    ]
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as run_dir:
+        tr = build(load_config(overrides), run_dir)
+    batch = training_batch(tr)
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):  # compiles, captures graphs
+        tr.agent.update(batch, tr.progress)
+        tr.collector.rollout()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    warmup_s = time.perf_counter() - t0
+    per_update, per_rollout = [], []
+    for _ in range(args.rounds):
+        per_update.append(_timed(lambda: tr.agent.update(batch, tr.progress), args.calls, device))
+        per_rollout.append(_timed(tr.collector.rollout, args.calls, device))
+    frames = tr.collector.frames_per_batch
+    return {
+        "bench": "bench_compile",
+        "what": "agents",
+        "agent": agent,
+        "env": tr.meta["env"],
+        "mode": mode,
+        "compile": AGENT_MODES[mode],
+        "num_envs": num_envs,
+        "batch_size": batch.numel(),
+        "hidden": [args.hidden, args.hidden],
+        "updates_per_sec": round(1 / min(per_update), 1),
+        "updates_per_sec_median": round(1 / statistics.median(per_update), 1),
+        "collect_frames_per_sec": round(frames / min(per_rollout), 1),
+        "collect_frames_per_sec_median": round(frames / statistics.median(per_rollout), 1),
+        "warmup_calls": args.warmup,
+        "warmup_seconds": round(warmup_s, 2),
+        "calls": args.calls,
+        "rounds": args.rounds,
+        "commit": gpurl_commit(),
+        **environment_record(device),
+    }
+
+
+def bench_agents(args) -> list[dict]:
+    modes = [m for m in args.modes if m != "cudagraphs" or args.device.startswith("cuda")]
+    records = []
+    for num_envs in args.num_envs:
+        for agent in args.agents:
+            for mode in modes:
+                record = bench_agent(args, agent, mode, num_envs)
+                print(json.dumps(record), flush=True)
+                records.append(record)
+    return records
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--what", choices=["env"], default="env", help="which benchmark section")
+    p.add_argument("--what", choices=["env", "agents"], default="env", help="which section")
     p.add_argument("--num-envs", type=int, nargs="+", default=[64, 1024])
+    p.add_argument("--agents", nargs="+", choices=list(AGENT_CASES), default=list(AGENT_CASES))
+    p.add_argument("--modes", nargs="+", choices=list(AGENT_MODES), default=list(AGENT_MODES))
+    p.add_argument("--device", default="cpu", help="agents: cpu or cuda")
+    p.add_argument("--batch-size", type=int, default=256, help="agents: replay batch size")
+    p.add_argument("--hidden", type=int, default=256, help="agents: hidden layer width")
+    p.add_argument("--warmup", type=int, default=8, help="agents: untimed calls first")
+    p.add_argument("--calls", type=int, default=50, help="agents: calls per timed round")
     p.add_argument("--impls", nargs="+", choices=ENV_IMPLS, default=list(DEFAULT_ENV_IMPLS))
     p.add_argument("--steps", type=int, default=512, help="env steps per timed round")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds per impl")
@@ -361,13 +481,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.pin_cpu is not None:
         os.sched_setaffinity(0, {args.pin_cpu})
     torch.set_num_threads(args.threads)
-    for num_envs in args.num_envs:
-        for record in bench_env(args, num_envs):
-            line = json.dumps(record)
-            print(line, flush=True)
-            if args.out is not None:
-                with args.out.open("a") as f:
-                    f.write(line + "\n")
+    if args.what == "agents":
+        records = bench_agents(args)
+    else:
+        records = [r for n in args.num_envs for r in bench_env(args, n)]
+        for record in records:
+            print(json.dumps(record), flush=True)
+    if args.out is not None:
+        with args.out.open("a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
     return 0
 
 

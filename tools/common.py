@@ -11,3 +11,24 @@ from gpurl.utils.provenance import environment_record, gpurl_commit  # noqa: F40
 def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
     sys.stdout.flush()
+
+
+def training_batch(trainer):
+    """A batch an agent can update on, without running an update: replay samples after
+    a few collecting iterations (build the trainer with a large init_random_frames), or
+    for an on-policy agent one acting step of every env with made-up advantages and
+    value targets (what the on-policy trainer hands `update`)."""
+    import torch
+
+    from gpurl.policies import LOG_PROB, VALUE
+
+    if not trainer.agent.on_policy:
+        for _ in range(8):
+            trainer.iteration()
+        return trainer.buffer.sample(trainer.progress)
+    td = trainer.agent.policy(trainer.env.lean_reset())
+    g = torch.Generator(device=td.device).manual_seed(0)
+    td["advantage"] = torch.randn(td.batch_size, generator=g, device=td.device)
+    td["value_target"] = td[VALUE] + torch.randn(td.batch_size, generator=g, device=td.device)
+    td[LOG_PROB] = td[LOG_PROB] - 0.05  # the policy has moved a little since acting
+    return td

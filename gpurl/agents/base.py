@@ -70,11 +70,14 @@ def hard_update(target: nn.Module, online: nn.Module) -> None:
 
 
 def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: float | None):
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if max_norm:
-        torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
-    optimizer.step()
+    """Backward, clip, step; outside autocast (compile.amp autocasts the forward passes
+    only: gradients and optimizer state stay fp32)."""
+    with torch.autocast(loss.device.type, enabled=False):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_norm:
+            torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+        optimizer.step()
 
 
 def replay_spec_from(cfg) -> ReplaySpec:
@@ -96,6 +99,16 @@ class Agent:
     name: str
     policy: nn.Module
     on_policy: bool = False
+    # The methods holding each gradient step, tensors in and tensors out with no Python
+    # state touched: what compile.update / compile.cudagraphs / compile.amp wrap.
+    compiled_steps: tuple[str, ...] = ()
+    _acting: nn.Module | None = None
+
+    @property
+    def acting_policy(self):
+        """What the collector acts with: `policy`, or its compiled form (compile.policy,
+        compile.cudagraphs: trainers/compile.py). Evaluation uses `policy`."""
+        return self._acting if self._acting is not None else self.policy
 
     def __init__(self, cfg, info: EnvInfo, progress: Progress):
         self.cfg, self.info, self.progress = cfg, info, progress
@@ -105,7 +118,7 @@ class Agent:
         return replay_spec_from(self.cfg)
 
     def modules(self) -> Mapping[str, nn.Module]:
-        return {k: v for k, v in vars(self).items() if isinstance(v, nn.Module)}
+        return {k: v for k, v in vars(self).items() if isinstance(v, nn.Module) and k[0] != "_"}
 
     def optimizers(self) -> Mapping[str, torch.optim.Optimizer]:
         return {k: v for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}

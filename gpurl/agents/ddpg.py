@@ -46,7 +46,17 @@ class DDPGAgent(Agent):
     def _target_action(self, next_obs):
         return self.actor_target(next_obs)
 
+    compiled_steps = ("critic_step", "actor_step")
+
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        metrics = self.critic_step(batch)
+        self.updates += 1
+        if self.updates % self.cfg.get("policy_delay", 1) == 0:
+            metrics.update(self.actor_step(batch))
+        return metrics
+
+    def critic_step(self, batch: TensorDict) -> TensorDict:
+        """The critics' gradient step (tensors in, tensors out: compile.update takes it)."""
         cfg = self.cfg
         nxt = batch["next"]
         action = self.policy.unscale(batch["action"])
@@ -59,18 +69,17 @@ class DDPGAgent(Agent):
         clip_and_step(
             self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
         )
-        self.updates += 1
-        metrics = TensorDict(
+        return TensorDict(
             critic_loss=critic_loss.detach(),
             q=q.detach().mean(),
             priority=(q[0] - target).detach().abs(),
         )
-        if self.updates % cfg.get("policy_delay", 1) == 0:
-            actor_loss = -weighted_mean(self.critic[0](batch, self.actor(batch)), batch)
-            clip_and_step(
-                self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm
-            )
-            polyak_update(self.actor_target, self.actor, cfg.tau)
-            polyak_update(self.critic_target, self.critic, cfg.tau)
-            metrics["actor_loss"] = actor_loss.detach()
-        return metrics
+
+    def actor_step(self, batch: TensorDict) -> TensorDict:
+        """The actor's gradient step and both Polyak target steps (delayed in TD3)."""
+        cfg = self.cfg
+        actor_loss = -weighted_mean(self.critic[0](batch, self.actor(batch)), batch)
+        clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
+        polyak_update(self.actor_target, self.actor, cfg.tau)
+        polyak_update(self.critic_target, self.critic, cfg.tau)
+        return TensorDict(actor_loss=actor_loss.detach())

@@ -56,7 +56,19 @@ class DQNAgent(Agent):
         ).to(info.device)
         self.mask_key = info.action_mask_key
 
+    compiled_steps = ("learn",)
+
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        metrics = self.learn(batch)
+        self.updates += 1
+        cfg = self.cfg
+        if cfg.target_update == "hard" and self.updates % cfg.target_update_interval == 0:
+            hard_update(self.q_target, self.q)
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """One gradient step (and the Polyak target step): tensors in, tensors out, no
+        Python state touched, so compile.update / compile.cudagraphs can take it whole."""
         cfg = self.cfg
         nxt = batch["next"]
         mask = nxt.get(self.mask_key) if self.mask_key else None
@@ -77,11 +89,7 @@ class DQNAgent(Agent):
             elementwise = F.mse_loss(q, target, reduction="none")
         loss = weighted_mean(elementwise, batch)
         clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
-        self.updates += 1
-        if cfg.target_update == "hard":
-            if self.updates % cfg.target_update_interval == 0:
-                hard_update(self.q_target, self.q)
-        else:
+        if cfg.target_update != "hard":
             polyak_update(self.q_target, self.q, cfg.tau)
         return TensorDict(
             loss=loss.detach(), q=q.detach().mean(), priority=(q - target).detach().abs()

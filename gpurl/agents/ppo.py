@@ -125,12 +125,20 @@ class PPOAgent(Agent):
     def value(self, obs) -> Tensor:
         return self.critic(obs)
 
+    compiled_steps = ("learn",)
+
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        cfg = self.cfg
         progress = progress if progress is not None else self.progress
         if self.anneal_frames:
             frac = 1.0 - progress.frames.double() / self.anneal_frames
-            self.lr.copy_(frac.clamp(min=0.0) * float(cfg.lr))
+            self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
+        metrics = self.learn(batch)
+        self.updates += 1
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
+        cfg = self.cfg
         action = batch.get(self.info.action_key)
         if not self.info.discrete:
             action = self.policy.unscale(action)
@@ -144,7 +152,6 @@ class PPOAgent(Agent):
         entropy = entropy.mean()
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
         clip_and_step(self.optimizer, self.params, loss, _optional(cfg.max_grad_norm))
-        self.updates += 1
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clipped = ((ratio - 1).abs() > (self.clip or math.inf)).float().mean()

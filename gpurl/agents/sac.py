@@ -55,7 +55,16 @@ class SACAgent(Agent):
     def modules(self):
         return {**super().modules(), "log_alpha": torch.nn.ParameterList([self.log_alpha])}
 
+    compiled_steps = ("learn",)
+
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        metrics = self.learn(batch)
+        self.updates += 1
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """Critic, actor and temperature steps and the Polyak target step: tensors in,
+        tensors out (compile.update takes it whole)."""
         cfg = self.cfg
         nxt = batch["next"]
         action = self.policy.unscale(batch["action"])
@@ -81,7 +90,6 @@ class SACAgent(Agent):
         clip_and_step(self.alpha_optimizer, [self.log_alpha], alpha_loss, None)
 
         polyak_update(self.critic_target, self.critic, cfg.tau)
-        self.updates += 1
         return TensorDict(
             critic_loss=critic_loss.detach(),
             actor_loss=actor_loss.detach(),

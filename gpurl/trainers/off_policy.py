@@ -35,7 +35,7 @@ class OffPolicyTrainer(Trainer):
             spec, info, agent.policy.in_keys, cfg.buffer_size, cfg.batch_size, self.device
         )
         self.collector = make_collector(
-            env, agent.policy, info, self.frames_per_batch, progress, next_obs=spec.next_obs
+            env, agent.acting_policy, info, self.frames_per_batch, progress, next_obs=spec.next_obs
         )
         self.update_debt = 0.0
 

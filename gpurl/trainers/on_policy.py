@@ -66,7 +66,7 @@ class OnPolicyTrainer(Trainer):
         self.bootstrap_truncated = bool(cfg.bootstrap_truncated)
         self.collector = make_collector(
             env,
-            agent.policy,
+            agent.acting_policy,
             info,
             self.frames_per_batch,
             progress,

@@ -1,0 +1,196 @@
+"""The `compile` config group: compiled, CUDA-graphed and mixed-precision hot paths.
+
+    compile.update      torch.compile each agent step (Agent.compiled_steps: the whole
+                        gradient step, forward, backward and optimizer, in one graph)
+    compile.policy      torch.compile the policy the collector acts with
+    compile.env         the env's lean step through Inductor (gpurl.envs.compile)
+    compile.cudagraphs  CUDA only: capture each agent step, and the acting policy, once
+                        as a CUDA graph (tensordict.nn.CudaGraphModule) and replay it;
+                        optimizers become capturable
+    compile.amp         bf16 autocast of the forward passes; weights, gradients and
+                        optimizer state stay fp32 (backward and the optimizer step run
+                        outside autocast, agents/base.clip_and_step)
+
+All off by default: eager runs are exactly reproducible (bitwise resume) and start at
+once. Compiled steps give the same results as eager ones to float rounding (Inductor
+fuses and reorders float math, and draws its own random numbers unless
+torch._inductor.config.fallback_random is set); amp runs to bf16 precision
+(tests/test_compile.py states the tolerances).
+
+Only what acts in training is compiled: evaluation runs the eager policy (the same
+weights), so a greedy evaluation never replays a graph captured while exploring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from gpurl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CompileSpec:
+    update: bool = False
+    policy: bool = False
+    env: bool = False
+    cudagraphs: bool = False
+    amp: bool = False
+    mode: str | None = None  # torch.compile mode, e.g. "max-autotune-no-cudagraphs"
+    warmup: int = 3  # eager calls before a CUDA graph is captured
+
+    @classmethod
+    def from_config(cls, cfg, device) -> CompileSpec:
+        cfg = dict(cfg or {})
+        unknown = set(cfg) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(
+                f"unknown compile option(s) {sorted(unknown)}: use "
+                f"{', '.join('compile.' + k for k in cls.__dataclass_fields__)}"
+            )
+        spec = cls(**cfg)
+        if spec.cudagraphs and torch.device(device).type != "cuda":
+            raise ConfigError(
+                f"compile.cudagraphs needs a CUDA device, this run is on {device}: "
+                "set device=cuda or compile.cudagraphs=false"
+            )
+        if spec.warmup < 1:
+            raise ConfigError(f"compile.warmup must be >= 1, got {spec.warmup}")
+        return spec
+
+    @property
+    def active(self) -> bool:
+        return self.update or self.policy or self.env or self.cudagraphs or self.amp
+
+
+def autocast(device: torch.device, enabled: bool = True):
+    """bf16 autocast of forward passes on `device` (CPU or CUDA)."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
+def compile_step(fn, spec: CompileSpec, device, name: str = "step"):
+    """`fn` (TensorDict in, TensorDict out) wrapped as the spec asks: autocast inside,
+    torch.compile around it, a CUDA graph around that."""
+    device = torch.device(device)
+    if spec.amp:
+        inner = fn
+
+        @functools.wraps(inner)
+        def fn(*args, **kwargs):
+            with autocast(device):
+                return inner(*args, **kwargs)
+
+    if spec.update:
+        fn = torch.compile(fn, mode=spec.mode, dynamic=False)
+    if spec.cudagraphs:
+        from tensordict.nn import CudaGraphModule
+
+        fn = CudaGraphModule(fn, warmup=spec.warmup, device=device)
+    return fn
+
+
+def compile_agent(agent, spec: CompileSpec) -> None:
+    """Replace the agent's step methods (Agent.compiled_steps) by their compiled forms."""
+    if not (spec.update or spec.cudagraphs or spec.amp):
+        return
+    if spec.cudagraphs:  # a captured optimizer step keeps its step counter on the device
+        for optimizer in agent.optimizers().values():
+            for group in optimizer.param_groups:
+                group["capturable"] = True
+    for name in agent.compiled_steps:
+        setattr(agent, name, compile_step(getattr(agent, name), spec, agent.info.device, name))
+
+
+class InductorPolicy:
+    """policy(td) as one Inductor graph traced once (fixed shapes), called with no Dynamo
+    guards: about one eager op of overhead per call where torch.compile's guards cost
+    tens of microseconds, which is most of a small policy's time on a CPU.
+
+    The graph is a pure function of the policy's parameters and buffers (passed at
+    every call, so optimizer updates are seen), its input entries and the progress
+    frame counter; it re-traces when an input's shape changes. Its random draws
+    (exploration) come from Inductor's generator, not the eager stream.
+    """
+
+    def __init__(self, policy, mode: str | None = None):
+        self.policy, self.mode = policy, mode
+        self.in_keys, self.out_keys = list(policy.in_keys), list(policy.out_keys)
+        self.exploration, self.episode_end = policy.exploration, policy.episode_end
+        named = [*policy.named_parameters(), *policy.named_buffers()]
+        self.names = [n for n, _ in named]
+        self.state = [t for _, t in named]
+        self.compiled: dict[tuple, object] = {}
+
+    def _flat(self, batch_size, device):
+        from types import SimpleNamespace
+
+        from tensordict import TensorDict
+        from torch.func import functional_call
+
+        policy, names, in_keys, out_keys = self.policy, self.names, self.in_keys, self.out_keys
+
+        def flat(*args):
+            n = len(names)
+            td = TensorDict({}, batch_size=batch_size, device=device)
+            for key, value in zip(in_keys, args[n:-1], strict=True):
+                td.set(key, value)
+            progress = policy.progress
+            policy.progress = SimpleNamespace(frames=args[-1])  # the counter as an input
+            try:
+                out = functional_call(policy, dict(zip(names, args[:n], strict=True)), (td,))
+            finally:
+                policy.progress = progress
+            return tuple(out.get(k) for k in out_keys)
+
+        return flat
+
+    def __call__(self, td):
+        from gpurl.envs.compile import compile_flat
+
+        inputs = [td.get(k) for k in self.in_keys]
+        key = tuple(x.shape for x in inputs)
+        fn = self.compiled.get(key)
+        if fn is None:
+            args = (*self.state, *inputs, self.policy.progress.frames)
+            flat = self._flat(td.batch_size, td.device)
+            options = {"mode": self.mode} if self.mode else {}
+            fn = self.compiled[key] = compile_flat(flat, args, "inductor", **options)
+        out = fn(*self.state, *inputs, self.policy.progress.frames)
+        for k, v in zip(self.out_keys, out, strict=True):
+            td.set(k, v)
+        return td
+
+
+def compile_policy(policy, spec: CompileSpec):
+    """The module the collector acts with: the agent's policy, compiled and/or graphed.
+    The agent keeps its eager policy for evaluation (same parameters)."""
+    acting = policy
+    if spec.policy:
+        acting = InductorPolicy(policy, spec.mode)
+    if spec.cudagraphs:
+        from tensordict.nn import CudaGraphModule
+
+        acting = CudaGraphModule(
+            acting,
+            warmup=spec.warmup,
+            in_keys=policy.in_keys,
+            out_keys=policy.out_keys,
+            device=policy.progress.frames.device,
+        )
+    for name in ("in_keys", "out_keys", "exploration", "episode_end"):  # what collectors read
+        if not hasattr(acting, name):
+            setattr(acting, name, getattr(policy, name))
+    return acting
+
+
+def compile_env_if(env, spec: CompileSpec):
+    if not spec.env:
+        return env
+    from gpurl.envs.compile import compile_env
+
+    return compile_env(env)

@@ -1,0 +1,159 @@
+"""The compile group (trainers/compile.py): compiled agent steps give the eager results
+to float rounding, amp to bf16 precision, and a compiled collector acts as the eager one.
+
+Tolerances: compiled vs eager 1e-4 relative on losses and weights after three updates
+(Inductor fuses and reorders float math; fallback_random keeps the random draws of
+SAC and TD3 those of the eager generator); amp vs fp32 losses within 5% (bf16 keeps 8
+bits of mantissa). Compiling on CPU takes seconds per graph, so only DQN runs in the
+fast suite; the other agents are marked slow.
+"""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from gpurl.errors import ConfigError
+from gpurl.train import build, load_config
+from gpurl.trainers.compile import CompileSpec
+from tools.common import training_batch
+
+from .conftest import requires_cuda
+
+AGENTS = {
+    "dqn": ["env=cartpole", "agent=dqn"],
+    "ddpg": ["env=pendulum", "agent=ddpg"],
+    "td3": ["env=pendulum", "agent=td3", "agent.policy_delay=2"],
+    "sac": ["env=pendulum", "agent=sac"],
+    "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
+    "ppo_pendulum": ["env=pendulum", "agent=ppo", "trainer=on_policy"],
+}
+FAST = {"dqn"}
+
+
+def trainer(tmp_path, overrides, compile_overrides=(), device="cpu", last=()):
+    on_policy = "trainer=on_policy" in overrides
+    cfg = load_config(
+        [
+            *overrides,
+            *compile_overrides,
+            f"device={device}",
+            "env.num_envs=8",
+            "env.eval_envs=2",
+            "agent.hidden=[32,32]",
+            "logger=none",
+            "trainer.progress=false",
+            *([] if on_policy else ["trainer.init_random_frames=1000000", "trainer.batch_size=32"]),
+            *last,
+        ]
+    )
+    return build(cfg, tmp_path)
+
+
+def a_batch(tr) -> TensorDict:
+    return training_batch(tr)
+
+
+def run_updates(agent, batch, n=3, seed=1):
+    torch.manual_seed(seed)
+    return [agent.update(batch.clone(), agent.progress) for _ in range(n)]
+
+
+def assert_close_runs(a, b, ma, mb, rtol):
+    for step_a, step_b in zip(ma, mb, strict=True):
+        for key in step_a.keys():
+            if key == "priority":
+                continue
+            torch.testing.assert_close(step_b[key], step_a[key], rtol=rtol, atol=rtol)
+    for name, module in a.modules().items():
+        other = b.modules()[name].state_dict()
+        for k, v in module.state_dict().items():
+            torch.testing.assert_close(other[k], v, rtol=rtol, atol=rtol, msg=f"{name}.{k}")
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in AGENTS]
+)
+def test_compiled_update_matches_eager(tmp_path, name):
+    eager = trainer(tmp_path / "eager", AGENTS[name])
+    compiled = trainer(tmp_path / "compiled", AGENTS[name], ["compile.update=true"])
+    batch = a_batch(eager)
+    with torch._inductor.config.patch(fallback_random=True):
+        mb = run_updates(compiled.agent, batch)
+    assert_close_runs(eager.agent, compiled.agent, run_updates(eager.agent, batch), mb, 1e-4)
+
+
+@pytest.mark.parametrize("name", ["dqn", pytest.param("sac", marks=pytest.mark.slow)])
+def test_amp_update_within_bf16_tolerance(tmp_path, name):
+    fp32 = trainer(tmp_path / "fp32", AGENTS[name])
+    amp = trainer(tmp_path / "amp", AGENTS[name], ["compile.amp=true"])
+    batch = a_batch(fp32)
+    ma, mb = run_updates(fp32.agent, batch), run_updates(amp.agent, batch)
+    loss = "loss" if name == "dqn" else "critic_loss"
+    for a, b in zip(ma, mb, strict=True):
+        assert torch.isfinite(b[loss])
+        assert (b[loss] - a[loss]).abs() <= 0.05 * a[loss].abs() + 1e-3
+    # weights, gradients and optimizer state stay fp32
+    for module in amp.agent.modules().values():
+        assert all(p.dtype == torch.float32 for p in module.parameters())
+    for opt in amp.agent.optimizers().values():
+        for state in opt.state.values():
+            assert state["exp_avg"].dtype == torch.float32
+
+
+def test_compiled_collector_acts_as_the_eager_one(tmp_path):
+    """compile=full (policy, env and update compiled): same trajectories as eager when
+    acting greedily from the same state (epsilon 0), and training iterations run."""
+    greedy = ["agent.epsilon_start=0", "agent.epsilon_end=0", "trainer.init_random_frames=0"]
+    eager = trainer(tmp_path / "eager", AGENTS["dqn"], last=greedy)
+    full = trainer(tmp_path / "full", AGENTS["dqn"], ["compile=full"], last=greedy)
+    assert eager.collector.policy is eager.agent.policy
+    assert full.collector.policy is not full.agent.policy  # evaluation stays eager
+    a, b = eager.collector.rollout().clone(), full.collector.rollout().clone()
+    for key in ("action", ("next", "reward"), ("next", "done"), ("next", "observation")):
+        torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-5)
+    full.iteration()
+    assert full.frames > 0
+
+
+def test_compile_bad_input_is_one_line():
+    with pytest.raises(ConfigError, match="compile.cudagraphs needs a CUDA device"):
+        CompileSpec.from_config({"cudagraphs": True}, "cpu")
+    with pytest.raises(ConfigError, match="unknown compile option"):
+        CompileSpec.from_config({"updates": True}, "cpu")
+    with pytest.raises(ConfigError, match="compile.warmup"):
+        CompileSpec.from_config({"warmup": 0}, "cpu")
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", ["dqn", "td3", "sac", "ppo"])
+def test_cudagraph_update_matches_eager_on_cuda(tmp_path, name):
+    eager = trainer(tmp_path / "eager", AGENTS[name], device="cuda")
+    graphed = trainer(tmp_path / "graphed", AGENTS[name], ["compile=cudagraphs"], "cuda")
+    batch = a_batch(eager)
+    n = 6  # past CudaGraphModule's warm-up (3) and capture: replays are compared
+    ma, mb = run_updates(eager.agent, batch, n), run_updates(graphed.agent, batch, n)
+    if name in ("td3", "sac"):  # their random draws come from other streams when graphed
+        for m in mb:
+            assert all(torch.isfinite(v).all() for v in m.values())
+        return
+    assert_close_runs(eager.agent, graphed.agent, ma, mb, rtol=1e-3)
+
+
+@requires_cuda
+@pytest.mark.parametrize("preset", ["dqn_cartpole", "sac_pendulum", "ppo_cartpole"])
+def test_cudagraphs_training_never_syncs(tmp_path, preset):
+    cfg = load_config(
+        [f"experiment={preset}", "device=cuda", "compile=cudagraphs", "logger=none"]
+        + ["trainer.progress=false"]
+        + ([] if preset.startswith("ppo") else ["trainer.init_random_frames=0"])
+    )
+    tr = build(cfg, tmp_path)
+    for _ in range(6):  # warm-up and capture
+        tr.iteration()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(4):
+            tr.iteration()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
