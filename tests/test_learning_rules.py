@@ -156,6 +156,7 @@ def test_td3_target_smoothing_is_clipped_and_kept_in_bounds():
     cfg = load_config(
         [
             "experiment=td3_pendulum",
+            "device=cpu",
             "agent.hidden=[8]",
             "agent.target_noise=10",
             "agent.target_noise_clip=0.5",

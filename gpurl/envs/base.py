@@ -121,7 +121,7 @@ class NativeEnv(EnvBase):
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is None:
             mask = torch.ones(self.batch_size, dtype=torch.bool, device=self.device)
-        self._reset_where(mask.reshape(self.batch_size))
+        self._reset_where(mask.reshape(self.batch_size).to(self.device))
         out = self._observation_td()
         zeros = torch.zeros((*self.batch_size, 1), dtype=torch.bool, device=self.device)
         out.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})

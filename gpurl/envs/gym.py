@@ -9,6 +9,8 @@ and rewards are moved to `device`.
 
 from __future__ import annotations
 
+import torch
+
 from gpurl.errors import ConfigError
 
 
@@ -32,7 +34,14 @@ def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
         [lambda: gym.make(env_id)] * int(num_envs),
         autoreset_mode=gym.vector.AutoresetMode.DISABLED,
     )
-    env = GymWrapper(vector, categorical_action_encoding=True, device=device)
+    env = GymWrapper(vector, categorical_action_encoding=True, device="cpu")
     env.set_seed(seed)
+    if torch.device(device).type != "cpu":
+        # The simulator is on the CPU; TorchRL's GymWrapper mishandles a CUDA reset mask
+        # (numpy() of a CUDA tensor), so the env stays on the CPU and a transform moves
+        # observations and rewards to the device and actions back.
+        from torchrl.envs import DeviceCastTransform, TransformedEnv
+
+        env = TransformedEnv(env, DeviceCastTransform(device, "cpu"))
     env.max_episode_steps = gym.spec(env_id).max_episode_steps or 1000
     return env

@@ -221,7 +221,8 @@ def test_cpu_and_cuda_agree():
         action = torch.randint(0, 8, (16,), generator=gen)
         a, b = (e.lean_step(action.to(e.device)) for e in envs)
         for key in ("pixels", "reward", "done"):
-            assert torch.allclose(a[0][key].float(), b[0][key].cpu().float()), key
+            # float reductions run in another order on the GPU: rewards agree to 1e-6
+            assert torch.allclose(a[0][key].float(), b[0][key].cpu().float(), atol=1e-6), key
         assert torch.equal(a[1]["pixels"], b[1]["pixels"].cpu())
 
 

@@ -8,6 +8,7 @@ heading of the sub-step.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -42,9 +43,16 @@ NUM_DISCRETE_ACTIONS = len(RATE_LEVELS) ** 2
 CONTINUOUS_RATE_SCALE = 1000.0
 
 
+@functools.cache
+def constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    """A float32 tensor of `values` on `device`, made once: building it from Python
+    numbers on every step is a host-to-device copy, a sync on CUDA (DESIGN.md rule 1)."""
+    return torch.tensor(values, dtype=torch.float32, device=device)
+
+
 def discrete_rates(action: torch.Tensor) -> torch.Tensor:
     """Thrust-change rates [..., 2] (N/s) for discrete actions [...] in [0, 25)."""
-    levels = torch.tensor(RATE_LEVELS, dtype=torch.float32, device=action.device)
+    levels = constant(RATE_LEVELS, action.device)
     a = action.long()
     return torch.stack((levels[a // 5], levels[a % 5]), dim=-1)
 
@@ -88,7 +96,7 @@ def fossen_substeps(
     dev, shape = x.device, x.shape
 
     def column(*values: float) -> torch.Tensor:
-        return torch.tensor(values, device=dev).view((3,) + (1,) * len(shape))
+        return constant(values, dev).view((3,) + (1,) * len(shape))
 
     step_over_mass = column(dt / M_U, dt / M_V, dt / M_R)
     # full size: an op with two broadcast operands takes a slow path on CPU (3x)

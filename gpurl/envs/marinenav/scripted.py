@@ -18,12 +18,13 @@ from gpurl.envs.marinenav.dynamics import (
     ROBOT_RADIUS,
     THRUST_MAX,
     THRUST_MIN,
+    constant,
 )
 
 
 def rates_to_discrete(rates: torch.Tensor) -> torch.Tensor:
     """Nearest discrete action [...] for thrust-change rates [..., 2] (N/s)."""
-    levels = torch.tensor(RATE_LEVELS, dtype=rates.dtype, device=rates.device)
+    levels = constant(RATE_LEVELS, rates.device).to(rates.dtype)
     idx = (rates.unsqueeze(-1) - levels).abs().argmin(-1)  # [..., 2]
     return idx[..., 0] * len(RATE_LEVELS) + idx[..., 1]
 
