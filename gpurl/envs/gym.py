@@ -14,13 +14,28 @@ import torch
 from gpurl.errors import ConfigError
 
 
+def _cpu_gym_wrapper():
+    from torchrl.envs import GymWrapper
+
+    class CPUGymWrapper(GymWrapper):
+        """GymWrapper whose partial-reset mask is brought to the CPU first: TorchRL 0.14
+        hands a device mask to numpy() (a CUDA mask fails), and a transform to the
+        device does not move "_reset" back."""
+
+        def _reset(self, tensordict=None, **kwargs):
+            if tensordict is not None and "_reset" in tensordict.keys():
+                tensordict = tensordict.copy().set("_reset", tensordict.get("_reset").cpu())
+            return super()._reset(tensordict, **kwargs)
+
+    return CPUGymWrapper
+
+
 def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
     try:
         import gymnasium as gym
     except ImportError as err:
         raise ConfigError("env=gym needs gymnasium: pip install -e '.[gym]'") from err
-    from torchrl.envs import GymWrapper
-
+    _CPUGymWrapper = _cpu_gym_wrapper()
     if int(num_envs) < 1:
         raise ConfigError(f"num_envs must be >= 1, got {num_envs}: set env.num_envs=1 or more")
     try:
@@ -34,11 +49,10 @@ def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
         [lambda: gym.make(env_id)] * int(num_envs),
         autoreset_mode=gym.vector.AutoresetMode.DISABLED,
     )
-    env = GymWrapper(vector, categorical_action_encoding=True, device="cpu")
+    env = _CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")
     env.set_seed(seed)
     if torch.device(device).type != "cpu":
-        # The simulator is on the CPU; TorchRL's GymWrapper mishandles a CUDA reset mask
-        # (numpy() of a CUDA tensor), so the env stays on the CPU and a transform moves
+        # The simulator is on the CPU: the env stays there and a transform moves
         # observations and rewards to the device and actions back.
         from torchrl.envs import DeviceCastTransform, TransformedEnv
 

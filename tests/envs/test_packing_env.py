@@ -197,7 +197,8 @@ def test_cpu_and_cuda_agree():
     envs = [_env(num_envs=3, device=d) for d in ("cpu", "cuda")]
     tds = [e.reset() for e in envs]
     envs[1].items = envs[0].items.cuda()  # the two devices' generators draw differently
-    tds[1] = envs[1].reset(TensorDict({"_reset": torch.zeros(3, 1, dtype=torch.bool)}, [3]))
+    keep = torch.zeros(3, 1, dtype=torch.bool, device="cuda")
+    tds[1] = envs[1].reset(TensorDict({"_reset": keep}, [3], device="cuda"))
     pols = [HeuristicPolicy(e.geometry) for e in envs]
     for _ in range(4):
         nxt = [e.step(p(td))["next"] for e, p, td in zip(envs, pols, tds, strict=True)]
