@@ -214,3 +214,11 @@ def test_make_priority_sampler():
     assert isinstance(make_priority_sampler("cumsum", 3, "cpu"), CumsumSampler)
     with pytest.raises(ConfigError, match="sumtree"):
         make_priority_sampler("segment", 3, "cpu")
+
+
+def test_auto_sampler_kind_follows_the_measurements():
+    from gpurl.trainers.priority import CPU_SUMTREE_FROM, auto_sampler_kind
+
+    assert auto_sampler_kind(100_000, "cpu") == "cumsum"
+    assert auto_sampler_kind(CPU_SUMTREE_FROM, "cpu") == "sumtree"
+    assert auto_sampler_kind(10_000_000, "cuda") == "cumsum"

@@ -90,6 +90,7 @@ def replay_spec_from(cfg) -> ReplaySpec:
         beta_start=float(cfg.get("priority_beta_start", 0.4)),
         beta_end=float(cfg.get("priority_beta_end", 1.0)),
         beta_frames=int(cfg.get("priority_beta_frames", 0)),
+        sampler=str(cfg.get("priority_sampler", "auto")),
     )
 
 

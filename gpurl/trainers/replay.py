@@ -56,7 +56,7 @@ class ReplaySpec:
     beta_end: float = 1.0
     beta_frames: int = 0  # 0: the whole run (set by the trainer to total_frames)
     priority_eps: float = 1e-6
-    sampler: str = "sumtree"  # sumtree | cumsum (tools/bench_priority.py)
+    sampler: str = "auto"  # auto | sumtree | cumsum (priority.auto_sampler_kind)
     next_obs: bool = True
 
 
