@@ -3,9 +3,10 @@ to float rounding, amp to bf16 precision, and a compiled collector acts as the e
 
 Tolerances: compiled vs eager 1e-4 relative on losses and weights after three updates
 (Inductor fuses and reorders float math; fallback_random keeps the random draws of
-SAC and TD3 those of the eager generator). amp vs fp32 losses: bf16 keeps 8 bits of
-mantissa, so the first update, from equal weights, within 5%, later ones, which also
-carry the weights' drift, within 15%. Compiling on CPU takes seconds per graph, so
+SAC and TD3 those of the eager generator). amp vs fp32: bf16 keeps 8 bits of mantissa,
+so the first update's Q-values within 2% and the TD losses, which square a difference
+of two such values, within 15% (measured: 5.5% for SAC's first update on an H100).
+Compiling on CPU takes seconds per graph, so
 only DQN runs in the fast suite; the other agents are marked slow.
 """
 
@@ -90,11 +91,12 @@ def test_amp_update_within_bf16_tolerance(tmp_path, name):
     batch = a_batch(fp32)
     ma, mb = run_updates(fp32.agent, batch), run_updates(amp.agent, batch)
     loss = "loss" if name == "dqn" else "critic_loss"
-    # the first update starts from equal weights: only bf16 forward error, within 5%;
-    # later ones also carry the weights' drift (15%)
-    for i, (a, b) in enumerate(zip(ma, mb, strict=True)):
+    # From equal weights the Q-values agree to bf16's precision (2%); a TD loss squares
+    # the difference of two such values, which amplifies their error (15%).
+    torch.testing.assert_close(mb[0]["q"].float(), ma[0]["q"], rtol=0.02, atol=0.02)
+    for a, b in zip(ma, mb, strict=True):
         assert torch.isfinite(b[loss])
-        assert (b[loss] - a[loss]).abs() <= (0.05 if i == 0 else 0.15) * a[loss].abs() + 1e-3
+        assert (b[loss] - a[loss]).abs() <= 0.15 * a[loss].abs() + 1e-3
     # weights, gradients and optimizer state stay fp32
     for module in amp.agent.modules().values():
         assert all(p.dtype == torch.float32 for p in module.parameters())

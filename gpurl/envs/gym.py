@@ -18,13 +18,13 @@ def _cpu_gym_wrapper():
     from torchrl.envs import GymWrapper
 
     class CPUGymWrapper(GymWrapper):
-        """GymWrapper whose partial-reset mask is brought to the CPU first: TorchRL 0.14
-        hands a device mask to numpy() (a CUDA mask fails), and a transform to the
+        """GymWrapper whose reset input is brought to the CPU first: TorchRL 0.14 hands
+        the partial-reset mask to numpy() (a CUDA mask fails), and a transform to the
         device does not move "_reset" back."""
 
         def _reset(self, tensordict=None, **kwargs):
-            if tensordict is not None and "_reset" in tensordict.keys():
-                tensordict = tensordict.copy().set("_reset", tensordict.get("_reset").cpu())
+            if tensordict is not None:
+                tensordict = tensordict.to("cpu")  # a no-op for a CPU tensordict
             return super()._reset(tensordict, **kwargs)
 
     return CPUGymWrapper
