@@ -1,6 +1,10 @@
 """DQN with double-Q targets and a dueling head as options (Mnih et al. 2015; van Hasselt
 et al. 2016; Wang et al. 2016), n-step returns and prioritized replay from the replay.
 
+With agent.noisy_sigma0 > 0 the Q-network's layers are noisy (policies/noisy.py):
+exploration from learned noise, resampled at every update, none in greedy evaluation
+(set the epsilon schedule to 0 to explore by the noise alone).
+
 On a multi-robot env every robot's transition is its own sample (one shared Q-network);
 on an env with an action mask, the target's max (or double-Q argmax) runs over the
 next state's legal actions only.
@@ -21,7 +25,13 @@ from gpurl.agents.base import (
     require_discrete,
     target_copy,
 )
-from gpurl.policies import PolicyWrapper, QNetwork, make_encoder, make_exploration
+from gpurl.policies import (
+    PolicyWrapper,
+    QNetwork,
+    make_encoder,
+    make_exploration,
+    resample_noise,
+)
 from gpurl.trainers.replay import weighted_mean
 
 
@@ -46,8 +56,13 @@ class DQNAgent(Agent):
     def __init__(self, cfg, info, progress, random_frames: int = 0):
         super().__init__(cfg, info, progress)
         n_actions = require_discrete(info, "dqn", "sac, td3 or ddpg, or a discrete env")
+        self.noisy = float(cfg.get("noisy_sigma0") or 0.0) > 0
         self.q = QNetwork(
-            make_encoder(info, cfg.get("encoder")), n_actions, cfg.hidden, cfg.dueling
+            make_encoder(info, cfg.get("encoder")),
+            n_actions,
+            cfg.hidden,
+            cfg.dueling,
+            float(cfg.get("noisy_sigma0") or 0.0),
         ).to(info.device)
         self.q_target = target_copy(self.q)
         self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
@@ -59,6 +74,9 @@ class DQNAgent(Agent):
     compiled_steps = ("learn",)
 
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        if self.noisy:  # fresh noise per update, for the online and target networks
+            resample_noise(self.q)
+            resample_noise(self.q_target)
         metrics = self.learn(batch)
         self.updates += 1
         cfg = self.cfg

@@ -15,6 +15,7 @@ from gpurl.policies.heads import (
     ValueNetwork,
 )
 from gpurl.policies.networks import CNNEncoder, SpecEncoder, make_encoder, mlp
+from gpurl.policies.noisy import NoisyLinear, resample_noise
 from gpurl.policies.wrapper import LOG_PROB, VALUE, PolicyWrapper
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "GaussianNoise",
     "LOG_PROB",
     "LinearSchedule",
+    "NoisyLinear",
     "OUNoise",
     "PolicyWrapper",
     "QNetwork",
@@ -37,4 +39,5 @@ __all__ = [
     "make_encoder",
     "make_exploration",
     "mlp",
+    "resample_noise",
 ]

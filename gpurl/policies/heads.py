@@ -11,29 +11,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
 from gpurl.policies.networks import mlp
+from gpurl.policies.noisy import NoisyLinear
 
 
 class QNetwork(nn.Module):
-    """Q-values [..., n_actions]; `dueling` splits into value and advantage streams."""
+    """Q-values [..., n_actions]; `dueling` splits into value and advantage streams;
+    `noisy_sigma0` > 0 makes every layer after the encoder a NoisyLinear (noisy.py)."""
 
     kind = "q"
 
     def __init__(
-        self, encoder: nn.Module, n_actions: int, hidden: Sequence[int] = (256, 256), dueling=False
+        self,
+        encoder: nn.Module,
+        n_actions: int,
+        hidden: Sequence[int] = (256, 256),
+        dueling=False,
+        noisy_sigma0: float = 0.0,
     ):
         super().__init__()
         self.encoder = encoder
         self.dueling = dueling
-        self.trunk = mlp(encoder.out_features, None, hidden)
+        linear = partial(NoisyLinear, sigma0=noisy_sigma0) if noisy_sigma0 > 0 else nn.Linear
+        self.trunk = mlp(encoder.out_features, None, hidden, linear=linear)
         width = hidden[-1] if hidden else encoder.out_features
-        self.advantage = nn.Linear(width, n_actions)
-        self.value = nn.Linear(width, 1) if dueling else None
+        self.advantage = linear(width, n_actions)
+        self.value = linear(width, 1) if dueling else None
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         x = self.trunk(self.encoder(obs))

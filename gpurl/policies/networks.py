@@ -33,19 +33,20 @@ def mlp(
     hidden: Sequence[int] = (256, 256),
     activation: type[nn.Module] = nn.ReLU,
     layer_norm: bool = False,
+    linear=nn.Linear,
 ) -> nn.Sequential:
     """Linear(+LayerNorm)+activation per hidden width, then a final Linear if
-    out_features is set."""
+    out_features is set. `linear` builds each layer (noisy.NoisyLinear, say)."""
     layers: list[nn.Module] = []
     width = in_features
     for h in hidden:
-        layers.append(nn.Linear(width, h))
+        layers.append(linear(width, h))
         if layer_norm:
             layers.append(nn.LayerNorm(h))
         layers.append(activation())
         width = h
     if out_features is not None:
-        layers.append(nn.Linear(width, out_features))
+        layers.append(linear(width, out_features))
     return nn.Sequential(*layers)
 
 
