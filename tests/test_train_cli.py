@@ -162,3 +162,36 @@ def test_gymnasium_tasks_and_tensorboard_train_in_process(tmp_path, overrides):
     assert summary["frames"] == 64 and len(summary["eval_history"]) == 2
     if "logger=tensorboard" in overrides:
         assert list((tmp_path / "logs").rglob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow  # a whole run with the 60-episode evaluation, twice
+@pytest.mark.parametrize(
+    "overrides", [["env=marinenav", "agent=dqn"], ["env=marinenav_continuous", "agent=sac"]]
+)
+def test_marinenav_runs_end_to_end_with_the_fixed_set_metrics_in_the_summary(
+    tmp_path, overrides
+):
+    from gpurl.train import run
+
+    cfg = load_config(
+        [
+            *overrides,
+            "device=cpu",
+            "env.num_envs=4",
+            "env.max_episode_steps=20",
+            "agent.hidden=[32,32]",
+            "trainer.total_frames=64",
+            "trainer.init_random_frames=32",
+            "trainer.batch_size=16",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    summary = json.loads(run(cfg, tmp_path).read_text())
+    metrics = summary["eval_metrics"]
+    for key in ("success", "collisions", "timeouts", "return"):
+        assert key in metrics and "stage5/" + key.replace("return", "success") in metrics
+    assert 0.0 <= metrics["success"] <= 1.0
+    # travel time and energy are means over successful episodes: present when any is
+    assert ("travel_time" in metrics) == ("energy" in metrics) == (metrics["success"] > 0)
+    assert summary["frames"] == 64 and summary["commit"] is not None
