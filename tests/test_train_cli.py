@@ -168,9 +168,7 @@ def test_gymnasium_tasks_and_tensorboard_train_in_process(tmp_path, overrides):
 @pytest.mark.parametrize(
     "overrides", [["env=marinenav", "agent=dqn"], ["env=marinenav_continuous", "agent=sac"]]
 )
-def test_marinenav_runs_end_to_end_with_the_fixed_set_metrics_in_the_summary(
-    tmp_path, overrides
-):
+def test_marinenav_runs_end_to_end_with_the_fixed_set_metrics_in_the_summary(tmp_path, overrides):
     from gpurl.train import run
 
     cfg = load_config(
@@ -195,3 +193,33 @@ def test_marinenav_runs_end_to_end_with_the_fixed_set_metrics_in_the_summary(
     # travel time and energy are means over successful episodes: present when any is
     assert ("travel_time" in metrics) == ("energy" in metrics) == (metrics["success"] > 0)
     assert summary["frames"] == 64 and summary["commit"] is not None
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    # CartPole's greedy evaluation episodes run to 500 steps in Python: slow
+    [pytest.param("CartPole-v1", marks=pytest.mark.slow), "Pendulum-v1"],
+)
+def test_ppo_trains_on_gymnasium_tasks(tmp_path, env_id):
+    """The on-policy trainer on TorchRL's Collector (Gymnasium envs step on the CPU)."""
+    cfg = load_config(
+        [
+            "env=gym",
+            f"env.id={env_id}",
+            "env.num_envs=2",
+            "env.eval_envs=2",
+            "agent=ppo",
+            "trainer=on_policy",
+            "agent.hidden=[16,16]",
+            "trainer.total_frames=128",
+            "trainer.rollout_steps=32",
+            "trainer.eval_interval=64",
+            "logger=none",
+            "trainer.progress=false",
+            "device=cpu",
+        ]
+    )
+    tr = build(cfg, tmp_path)
+    summary = tr.train()
+    assert summary["frames"] == 128 and len(summary["eval_history"]) == 2
+    assert tr.agent.updates == 2 * tr.epochs * tr.minibatches
