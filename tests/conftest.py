@@ -10,3 +10,17 @@ requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs 
 def devices():
     """CPU always; CUDA too when present."""
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def iterate_without_syncs(trainer, warmup: int, steps: int) -> None:
+    """`warmup` training iterations, then `steps` more under
+    torch.cuda.set_sync_debug_mode("error"): any device sync in them raises."""
+    for _ in range(warmup):
+        trainer.iteration()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(steps):
+            trainer.iteration()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -19,7 +19,7 @@ from gpurl.train import build, load_config
 from gpurl.trainers.compile import CompileSpec
 from tools.common import training_batch
 
-from .conftest import requires_cuda
+from .conftest import iterate_without_syncs, requires_cuda
 
 AGENTS = {
     "dqn": ["env=cartpole", "agent=dqn"],
@@ -152,13 +152,4 @@ def test_cudagraphs_training_never_syncs(tmp_path, preset):
         + ["trainer.progress=false"]
         + ([] if preset.startswith("ppo") else ["trainer.init_random_frames=0"])
     )
-    tr = build(cfg, tmp_path)
-    for _ in range(6):  # warm-up and capture
-        tr.iteration()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(4):
-            tr.iteration()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    iterate_without_syncs(build(cfg, tmp_path), warmup=6, steps=4)  # warm-up: capture

@@ -2,12 +2,11 @@
 extend, sample, update, target update) read nothing back to the host, for every agent."""
 
 import pytest
-import torch
 
 from gpurl.train import build, load_config
 from gpurl.utils.host_reads import count_host_reads
 
-from .conftest import requires_cuda
+from .conftest import iterate_without_syncs, requires_cuda
 
 CASES = {
     "dqn": ["env=cartpole", "agent=dqn"],
@@ -78,13 +77,4 @@ def test_training_iterations_read_nothing_on_the_host(tmp_path, case):
 @requires_cuda
 @pytest.mark.parametrize("case", CASES)
 def test_training_iterations_never_sync_on_cuda(tmp_path, case):
-    trainer = small_trainer(tmp_path, CASES[case], device="cuda")
-    for _ in range(4):
-        trainer.iteration()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(6):
-            trainer.iteration()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    iterate_without_syncs(small_trainer(tmp_path, CASES[case], device="cuda"), 4, 6)

@@ -13,7 +13,7 @@ from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.utils.host_reads import count_host_reads
 
-from .conftest import requires_cuda
+from .conftest import iterate_without_syncs, requires_cuda
 
 
 def test_clipped_surrogate_clips_above_and_below_and_kills_the_gradient():
@@ -155,15 +155,7 @@ def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
     ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pixels"],
 )
 def test_on_policy_iterations_never_sync_on_cuda(tmp_path, overrides):
-    trainer = small(tmp_path, [*overrides, "device=cuda"])
-    trainer.iteration()
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(3):
-            trainer.iteration()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    iterate_without_syncs(small(tmp_path, [*overrides, "device=cuda"]), warmup=1, steps=3)
 
 
 def test_on_policy_iteration_reuses_its_buffers(tmp_path):
