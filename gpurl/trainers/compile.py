@@ -114,7 +114,9 @@ class InductorPolicy:
     The graph is a pure function of the policy's parameters and buffers (passed at
     every call, so optimizer updates are seen), its input entries and the progress
     frame counter; it re-traces when an input's shape changes. Its random draws
-    (exploration) come from Inductor's generator, not the eager stream.
+    (exploration) come from Inductor's generator, not the eager stream. It is traced
+    while exploring, as the collector always acts: greedy evaluation keeps the eager
+    policy.
     """
 
     def __init__(self, policy, mode: str | None = None):
