@@ -8,6 +8,7 @@ from gpurl.agents.a2c import A2CAgent
 from gpurl.agents.base import Agent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
+from gpurl.agents.iqn import IQNAgent
 from gpurl.agents.ppo import PPOAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
@@ -17,6 +18,7 @@ from gpurl.progress import Progress
 
 AGENTS: dict[str, type[Agent]] = {
     "dqn": DQNAgent,
+    "iqn": IQNAgent,
     "ddpg": DDPGAgent,
     "td3": TD3Agent,
     "sac": SACAgent,

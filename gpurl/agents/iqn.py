@@ -1,0 +1,134 @@
+"""IQN (Dabney et al. 2018): implicit quantile networks, a distributional DQN.
+
+The network maps a state and quantile fractions tau in (0, 1) to the return's quantiles
+Z_tau(s, a): tau is embedded as cos(pi i tau), i = 0..63, through Linear(64, F)+ReLU,
+multiplied into the state feature (F wide), then through the MLP head to one value per
+action. It acts on the mean of K sampled quantiles (evenly spaced midpoints in greedy
+evaluation, so evaluation is deterministic), and learns from N online x N' target
+quantile samples with the quantile Huber loss. The target is the standard one: the
+next action greedy by the target network's mean over its quantiles (under the action
+mask), not a per-quantile max. Hard target copies by default (the MarineNav spec's).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+from torchrl.envs.utils import ExplorationType, exploration_type
+
+from gpurl.agents.base import (
+    Agent,
+    clip_and_step,
+    hard_update,
+    make_optimizer,
+    polyak_update,
+    require_discrete,
+    target_copy,
+)
+from gpurl.agents.dqn import masked_q
+from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
+from gpurl.trainers.replay import weighted_mean
+
+
+def quantile_huber_loss(pred, target, taus, kappa: float = 1.0) -> torch.Tensor:
+    """Per-sample quantile Huber loss [B]: pred [B, N] at fractions taus [B, N], target
+    [B, N'] (no gradient). rho_ij = |tau_i - 1{u_ij < 0}| huber_kappa(u_ij) / kappa with
+    u_ij = target_j - pred_i, summed over i and averaged over j."""
+    u = target.unsqueeze(-2) - pred.unsqueeze(-1)  # [B, N, N']
+    abs_u = u.abs()
+    huber = torch.where(abs_u <= kappa, 0.5 * u.square(), kappa * (abs_u - 0.5 * kappa))
+    weight = (taus.unsqueeze(-1) - (u.detach() < 0).float()).abs()
+    return (weight * huber / kappa).mean(-1).sum(-1)
+
+
+class QuantileNetwork(nn.Module):
+    """Z_tau(s, a) [..., N, n_actions] for taus [..., N]; forward(td) -> Q [..., A], the
+    mean of `act_quantiles` quantiles (kind "q", so PolicyWrapper acts with it)."""
+
+    kind = "q"
+
+    def __init__(self, encoder, n_actions: int, hidden=(128, 128), cos_embed=64, act_quantiles=32):
+        super().__init__()
+        self.encoder = encoder
+        width = encoder.out_features
+        self.register_buffer("freqs", math.pi * torch.arange(cos_embed, dtype=torch.float32))
+        self.tau_embed = nn.Sequential(nn.Linear(cos_embed, width), nn.ReLU())
+        self.head = mlp(width, n_actions, hidden)
+        self.act_quantiles = int(act_quantiles)
+
+    def quantiles(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        embedded = self.tau_embed(torch.cos(taus.unsqueeze(-1) * self.freqs))  # [..., N, F]
+        return self.head(feature.unsqueeze(-2) * embedded)
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        feature = self.encoder(obs)
+        k = self.act_quantiles
+        shape = (*feature.shape[:-1], k)
+        if exploration_type() == ExplorationType.DETERMINISTIC:  # midpoints: deterministic
+            taus = ((torch.arange(k, device=feature.device) + 0.5) / k).expand(shape)
+        else:
+            taus = torch.rand(shape, device=feature.device)
+        return self.quantiles(feature, taus).mean(-2)
+
+
+class IQNAgent(Agent):
+    name = "iqn"
+    compiled_steps = ("learn",)
+
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        n_actions = require_discrete(info, "iqn", "sac, td3 or ddpg, or a discrete env")
+        self.z = QuantileNetwork(
+            make_encoder(info, cfg.get("encoder")),
+            n_actions,
+            cfg.hidden,
+            int(cfg.cos_embed),
+            int(cfg.act_quantiles),
+        ).to(info.device)
+        self.z_target = target_copy(self.z)
+        self.optimizer = make_optimizer(self.z.parameters(), cfg.lr)
+        self.policy = PolicyWrapper(
+            self.z, info, progress, make_exploration(cfg, info, random_frames)
+        ).to(info.device)
+        self.mask_key = info.action_mask_key
+
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        metrics = self.learn(batch)
+        self.updates += 1
+        cfg = self.cfg
+        if cfg.target_update == "hard" and self.updates % cfg.target_update_interval == 0:
+            hard_update(self.z_target, self.z)
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """One gradient step on N online x N' target quantiles (tensors in and out)."""
+        cfg = self.cfg
+        nxt = batch["next"]
+        n, n_next = int(cfg.quantiles), int(cfg.target_quantiles)
+        with torch.no_grad():
+            feature_next = self.z_target.encoder(nxt)
+            taus_next = torch.rand((*feature_next.shape[:-1], n_next), device=feature_next.device)
+            z_next = self.z_target.quantiles(feature_next, taus_next)  # [B, N', A]
+            mask = nxt.get(self.mask_key) if self.mask_key else None
+            best = masked_q(z_next.mean(-2), mask).argmax(-1)  # greedy by the mean
+            index = best[..., None, None].expand(*z_next.shape[:-1], 1)
+            z_best = z_next.gather(-1, index).squeeze(-1)  # [B, N']
+            if mask is not None:  # a state with no legal action bootstraps 0
+                z_best = torch.where(mask.any(-1, keepdim=True), z_best, 0.0)
+            target = batch["reward"].unsqueeze(-1) + batch["discount"].unsqueeze(-1) * z_best
+        feature = self.z.encoder(batch)
+        taus = torch.rand((*feature.shape[:-1], n), device=feature.device)
+        z = self.z.quantiles(feature, taus)  # [B, N, A]
+        action = batch["action"].long()[..., None, None].expand(*z.shape[:-1], 1)
+        z_taken = z.gather(-1, action).squeeze(-1)  # [B, N]
+        elementwise = quantile_huber_loss(z_taken, target, taus, float(cfg.kappa))
+        loss = weighted_mean(elementwise, batch)
+        clip_and_step(self.optimizer, self.z.parameters(), loss, cfg.max_grad_norm)
+        if cfg.target_update != "hard":
+            polyak_update(self.z_target, self.z, cfg.tau)
+        return TensorDict(
+            loss=loss.detach(), q=z_taken.detach().mean(), priority=elementwise.detach()
+        )

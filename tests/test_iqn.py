@@ -1,0 +1,86 @@
+"""IQN (agents/iqn.py): the quantile Huber loss by hand, the greedy-by-mean target under
+an action mask, deterministic greedy evaluation, and a hot path with no host reads."""
+
+import pytest
+import torch
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from gpurl.agents.iqn import quantile_huber_loss
+from gpurl.train import build, load_config
+from gpurl.utils.host_reads import count_host_reads
+
+
+def test_quantile_huber_loss_by_hand():
+    pred = torch.tensor([[0.0, 2.0]])  # quantiles at taus 0.25 and 0.75
+    taus = torch.tensor([[0.25, 0.75]])
+    target = torch.tensor([[0.5, 3.0]])
+    # u_ij = target_j - pred_i: [[0.5, 3.0], [-1.5, 1.0]]
+    # huber (kappa 1): [[0.125, 2.5], [1.0, 0.5]]
+    # weights |tau_i - 1{u < 0}|: [[0.25, 0.25], [0.25, 0.75]]
+    # rho: [[0.03125, 0.625], [0.25, 0.375]]; mean over j, sum over i: 0.328125 + 0.3125
+    loss = quantile_huber_loss(pred, target, taus, kappa=1.0)
+    assert loss.item() == pytest.approx(0.640625)
+    # kappa 2: huber [[0.125, 4.0], [1.125, 0.5]] / 2 -> rho [[0.015625, 0.5], [0.140625, 0.1875]]
+    loss2 = quantile_huber_loss(pred, target, taus, kappa=2.0)
+    assert loss2.item() == pytest.approx((0.015625 + 0.5) / 2 + (0.140625 + 0.1875) / 2)
+
+
+def test_quantile_loss_gradient_moves_each_quantile_toward_its_fraction():
+    """Minimising the loss over many targets puts quantile tau at the tau-quantile."""
+    torch.manual_seed(0)
+    target = torch.randn(1, 4000)  # N(0, 1) samples
+    taus = torch.tensor([[0.1, 0.5, 0.9]])
+    pred = torch.zeros(1, 3, requires_grad=True)
+    opt = torch.optim.SGD([pred], lr=0.5)
+    for _ in range(400):
+        opt.zero_grad()
+        quantile_huber_loss(pred, target, taus, kappa=0.01).sum().backward()
+        opt.step()
+    expected = torch.quantile(target, taus[0], dim=1).squeeze()
+    torch.testing.assert_close(pred.detach()[0], expected, atol=0.05, rtol=0)
+
+
+def small(tmp_path, overrides):
+    cfg = load_config(
+        [
+            "agent=iqn",
+            *overrides,
+            "device=cpu",
+            "env.num_envs=4",
+            "agent.hidden=[32,32]",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=16",
+            "trainer.batch_size=16",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    return build(cfg, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [["env=cartpole", "env.eval_envs=2"], ["env=marinenav", "env.max_episode_steps=20"]],
+    ids=["cartpole", "marinenav"],
+)
+def test_iqn_training_iterations_read_nothing_on_the_host(tmp_path, overrides):
+    tr = small(tmp_path, overrides)
+    for _ in range(4):
+        tr.iteration()
+    before = tr.agent.updates
+    with count_host_reads() as reads:
+        for _ in range(4):
+            tr.iteration()
+    assert tr.agent.updates == before + 4 * 8
+    assert reads.count == 0, reads.report()
+
+
+def test_iqn_greedy_action_is_deterministic(tmp_path):
+    tr = small(tmp_path, ["env=marinenav", "env.max_episode_steps=20"])
+    td = tr.env.lean_reset()
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        a = tr.agent.policy(td.clone())["agents", "action"]
+        b = tr.agent.policy(td.clone())["agents", "action"]
+    assert torch.equal(a, b)
+    q = tr.agent.z(td)
+    assert q.shape[-1] == 25 and torch.isfinite(q).all()
