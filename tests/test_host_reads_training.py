@@ -38,6 +38,8 @@ CASES = {
     "ddpg_marinenav": ["env=marinenav_continuous", "agent=ddpg", "env.max_episode_steps=20"],
     "td3_marinenav": ["env=marinenav_continuous", "agent=td3", "env.max_episode_steps=20"],
     "dqn_pixels": ["env=pixels", "agent=dqn"],
+    "iqn": ["env=cartpole", "agent=iqn"],
+    "iqn_marinenav": ["env=marinenav", "agent=iqn", "env.max_episode_steps=20"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
 }
 

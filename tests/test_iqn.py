@@ -5,7 +5,7 @@ import pytest
 import torch
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from gpurl.agents.iqn import quantile_huber_loss
+from gpurl.agents.iqn import iqn_target, quantile_huber_loss
 from gpurl.train import build, load_config
 from gpurl.utils.host_reads import count_host_reads
 
@@ -23,6 +23,24 @@ def test_quantile_huber_loss_by_hand():
     # kappa 2: huber [[0.125, 4.0], [1.125, 0.5]] / 2 -> rho [[0.015625, 0.5], [0.140625, 0.1875]]
     loss2 = quantile_huber_loss(pred, target, taus, kappa=2.0)
     assert loss2.item() == pytest.approx((0.015625 + 0.5) / 2 + (0.140625 + 0.1875) / 2)
+
+
+def test_target_is_greedy_by_the_mean_among_legal_actions():
+    # two next states, N' = 2 quantiles, 3 actions; per-action means: [2, 3, 1], [1, 1, 1]
+    z_next = torch.tensor(
+        [
+            [[0.0, 6.0, 1.0], [4.0, 0.0, 1.0]],  # action 1 has the best mean but a low quantile
+            [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
+        ]
+    )
+    reward, discount = torch.tensor([1.0, 2.0]), torch.tensor([0.5, 0.0])
+    t = iqn_target(z_next, reward, discount)
+    # s'0: a* = 1 (mean 3, not the per-quantile max 6 / 4): 1 + 0.5 * [6, 0]
+    torch.testing.assert_close(t, torch.tensor([[4.0, 1.0], [2.0, 2.0]]))
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    t = iqn_target(z_next, reward, torch.tensor([0.5, 0.5]), mask)
+    # s'0: action 1 illegal -> a* = 0 (mean 2): 1 + 0.5 * [0, 4]; s'1: no legal action -> 0
+    torch.testing.assert_close(t, torch.tensor([[1.0, 3.0], [2.0, 2.0]]))
 
 
 def test_quantile_loss_gradient_moves_each_quantile_toward_its_fraction():

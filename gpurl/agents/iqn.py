@@ -44,6 +44,18 @@ def quantile_huber_loss(pred, target, taus, kappa: float = 1.0) -> torch.Tensor:
     return (weight * huber / kappa).mean(-1).sum(-1)
 
 
+def iqn_target(z_next, reward, discount, mask=None) -> torch.Tensor:
+    """Target quantiles [B, N']: reward + discount * Z'(s', a*), with a* greedy by the
+    mean of z_next [B, N', A] over its quantiles, among the legal actions of s' (mask
+    [B, A]); a state with no legal action bootstraps 0."""
+    best = masked_q(z_next.mean(-2), mask).argmax(-1)
+    index = best[..., None, None].expand(*z_next.shape[:-1], 1)
+    z_best = z_next.gather(-1, index).squeeze(-1)
+    if mask is not None:
+        z_best = torch.where(mask.any(-1, keepdim=True), z_best, 0.0)
+    return reward.unsqueeze(-1) + discount.unsqueeze(-1) * z_best
+
+
 class QuantileNetwork(nn.Module):
     """Z_tau(s, a) [..., N, n_actions] for taus [..., N]; forward(td) -> Q [..., A], the
     mean of `act_quantiles` quantiles (kind "q", so PolicyWrapper acts with it)."""
@@ -113,12 +125,7 @@ class IQNAgent(Agent):
             taus_next = torch.rand((*feature_next.shape[:-1], n_next), device=feature_next.device)
             z_next = self.z_target.quantiles(feature_next, taus_next)  # [B, N', A]
             mask = nxt.get(self.mask_key) if self.mask_key else None
-            best = masked_q(z_next.mean(-2), mask).argmax(-1)  # greedy by the mean
-            index = best[..., None, None].expand(*z_next.shape[:-1], 1)
-            z_best = z_next.gather(-1, index).squeeze(-1)  # [B, N']
-            if mask is not None:  # a state with no legal action bootstraps 0
-                z_best = torch.where(mask.any(-1, keepdim=True), z_best, 0.0)
-            target = batch["reward"].unsqueeze(-1) + batch["discount"].unsqueeze(-1) * z_best
+            target = iqn_target(z_next, batch["reward"], batch["discount"], mask)
         feature = self.z.encoder(batch)
         taus = torch.rand((*feature.shape[:-1], n), device=feature.device)
         z = self.z.quantiles(feature, taus)  # [B, N, A]
