@@ -40,6 +40,7 @@ CASES = {
     "dqn_pixels": ["env=pixels", "agent=dqn"],
     "iqn": ["env=cartpole", "agent=iqn"],
     "iqn_marinenav": ["env=marinenav", "agent=iqn", "env.max_episode_steps=20"],
+    "acqin_marinenav": ["env=marinenav_continuous", "agent=acqin", "env.max_episode_steps=20"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torchrl.data import MultiCategorical
 
 from gpurl.agents.a2c import A2CAgent
+from gpurl.agents.acqin import ACIQNAgent
 from gpurl.agents.base import Agent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
@@ -19,6 +20,7 @@ from gpurl.progress import Progress
 AGENTS: dict[str, type[Agent]] = {
     "dqn": DQNAgent,
     "iqn": IQNAgent,
+    "acqin": ACIQNAgent,
     "ddpg": DDPGAgent,
     "td3": TD3Agent,
     "sac": SACAgent,

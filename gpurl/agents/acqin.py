@@ -1,0 +1,133 @@
+"""AC-IQN (Lin et al., the MarineNav paper): a deterministic actor with an implicit
+quantile critic on (state, action).
+
+    actor   mu(s) = (2 / pi) atan(MLP(encoder(s)))            in (-1, 1)^d
+    critic  Z_tau(s, a) = MLP(phi(tau) * f(s) -> width, times g(a)) -> 1 per quantile,
+            phi(tau) = ReLU(Linear(cos(pi i tau))), g(a) = ReLU(Linear(a))
+    critic loss  quantile Huber of Z_tau(s, a) against r + discount Z'_tau'(s', mu'(s'))
+    actor loss   -mean over quantiles of Z_tau(s, mu(s))
+
+Polyak or hard target copies of both networks (hard by default, the spec's). The actor
+maximises the critic's mean return, so with a critic that rises in the action it moves
+its output up (tests/test_acqin.py checks the direction).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+
+from gpurl.agents.base import (
+    Agent,
+    clip_and_step,
+    hard_update,
+    make_optimizer,
+    polyak_update,
+    require_continuous,
+    target_copy,
+)
+from gpurl.agents.iqn import quantile_huber_loss
+from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
+from gpurl.trainers.replay import weighted_mean
+
+
+class AtanActor(nn.Module):
+    """mu(s) = (2 / pi) atan(MLP(encoder(s))) in (-1, 1)^d (the spec's squash)."""
+
+    kind = "deterministic"
+
+    def __init__(self, encoder, action_dim: int, hidden=(256, 128, 128)):
+        super().__init__()
+        self.encoder = encoder
+        self.net = mlp(encoder.out_features, action_dim, hidden)
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        return (2 / math.pi) * torch.atan(self.net(self.encoder(obs)))
+
+
+class QuantileCritic(nn.Module):
+    """Z_tau(s, a) [..., N] for an action a [..., d] and fractions taus [..., N]."""
+
+    def __init__(self, encoder, action_dim: int, width=128, hidden=(128,), cos_embed=64):
+        super().__init__()
+        self.encoder = encoder
+        self.register_buffer("freqs", math.pi * torch.arange(cos_embed, dtype=torch.float32))
+        self.tau_embed = nn.Sequential(nn.Linear(cos_embed, encoder.out_features), nn.ReLU())
+        self.state = nn.Sequential(nn.Linear(encoder.out_features, width), nn.ReLU())
+        self.action = nn.Sequential(nn.Linear(action_dim, width), nn.ReLU())
+        self.head = mlp(width, 1, hidden)
+
+    def forward(self, obs: TensorDictBase, action: torch.Tensor, taus: torch.Tensor):
+        feature = self.encoder(obs).unsqueeze(-2)  # [..., 1, F]
+        embedded = self.tau_embed(torch.cos(taus.unsqueeze(-1) * self.freqs))  # [..., N, F]
+        x = self.state(feature * embedded) * self.action(action).unsqueeze(-2)
+        return self.head(x).squeeze(-1)  # [..., N]
+
+
+class ACIQNAgent(Agent):
+    name = "acqin"
+    compiled_steps = ("learn",)
+
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        action_dim = require_continuous(info, "acqin", "iqn or dqn, or a continuous env")
+        enc, device = cfg.get("encoder"), info.device
+        self.actor = AtanActor(make_encoder(info, enc), action_dim, cfg.hidden).to(device)
+        self.critic = QuantileCritic(
+            make_encoder(info, enc),
+            action_dim,
+            int(cfg.critic_width),
+            cfg.critic_hidden,
+            int(cfg.cos_embed),
+        ).to(device)
+        self.actor_target, self.critic_target = target_copy(self.actor), target_copy(self.critic)
+        self.actor_optimizer = make_optimizer(self.actor.parameters(), cfg.actor_lr)
+        self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
+        self.policy = PolicyWrapper(
+            self.actor, info, progress, make_exploration(cfg, info, random_frames)
+        ).to(device)
+
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        metrics = self.learn(batch)
+        self.updates += 1
+        cfg = self.cfg
+        if cfg.target_update == "hard" and self.updates % cfg.target_update_interval == 0:
+            hard_update(self.actor_target, self.actor)
+            hard_update(self.critic_target, self.critic)
+        return metrics
+
+    def _taus(self, batch, n: int) -> torch.Tensor:
+        return torch.rand((*batch.batch_size, n), device=batch.device)
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """Critic and actor steps (and the Polyak targets): tensors in and out."""
+        cfg = self.cfg
+        nxt = batch["next"]
+        action = self.policy.unscale(batch["action"])
+        with torch.no_grad():
+            z_next = self.critic_target(
+                nxt, self.actor_target(nxt), self._taus(batch, int(cfg.target_quantiles))
+            )
+            target = batch["reward"].unsqueeze(-1) + batch["discount"].unsqueeze(-1) * z_next
+        taus = self._taus(batch, int(cfg.quantiles))
+        z = self.critic(batch, action, taus)
+        elementwise = quantile_huber_loss(z, target, taus, float(cfg.kappa))
+        critic_loss = weighted_mean(elementwise, batch)
+        clip_and_step(
+            self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
+        )
+        z_actor = self.critic(batch, self.actor(batch), self._taus(batch, int(cfg.quantiles)))
+        actor_loss = -weighted_mean(z_actor.mean(-1), batch)
+        clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
+        if cfg.target_update != "hard":
+            polyak_update(self.actor_target, self.actor, cfg.tau)
+            polyak_update(self.critic_target, self.critic, cfg.tau)
+        return TensorDict(
+            critic_loss=critic_loss.detach(),
+            actor_loss=actor_loss.detach(),
+            q=z.detach().mean(),
+            priority=elementwise.detach(),
+        )
