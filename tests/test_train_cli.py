@@ -87,6 +87,10 @@ def test_a_run_leaves_logs_checkpoint_plot_and_summary(tmp_path):
         (["env.name=bogus"], "unknown env 'bogus'"),
         (["agent.name=bogus"], "unknown agent 'bogus'"),
         (["env=cartpole", "+env.gravity=3"], "bad option for env=cartpole"),
+        (["env=pendulum", "agent=iqn"], "agent=iqn needs a discrete action space"),
+        (["env=cartpole", "agent=acqin"], "agent=acqin needs a continuous"),
+        (["compile.cudagraphs=true", "device=cpu"], "compile.cudagraphs needs a CUDA device"),
+        (["env=gym", "env.id=CartPole-v1", "compile.env=true"], "no pure lean step"),
     ],
 )
 def test_bad_input_is_a_config_error_naming_the_fix(tmp_path, overrides, message):
