@@ -24,3 +24,18 @@ def iterate_without_syncs(trainer, warmup: int, steps: int) -> None:
             trainer.iteration()
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def assert_iterations_read_nothing(trainer, warmup: int = 4, steps: int = 4) -> None:
+    """`warmup` iterations, then `steps` more that must read nothing on the host and run
+    utd 1 updates (one per collected frame)."""
+    from gpurl.utils.host_reads import count_host_reads
+
+    for _ in range(warmup):
+        trainer.iteration()
+    before, frames = trainer.agent.updates, trainer.frames
+    with count_host_reads() as reads:
+        for _ in range(steps):
+            trainer.iteration()
+    assert trainer.agent.updates == before + (trainer.frames - frames)
+    assert reads.count == 0, reads.report()

@@ -10,7 +10,8 @@ from tensordict import TensorDict
 
 from gpurl.agents.acqin import AtanActor
 from gpurl.train import build, load_config
-from gpurl.utils.host_reads import count_host_reads
+
+from .conftest import assert_iterations_read_nothing
 
 
 class Const(torch.nn.Module):
@@ -72,12 +73,4 @@ def test_acqin_training_iterations_read_nothing_on_the_host(tmp_path, overrides)
             "trainer.progress=false",
         ]
     )
-    tr = build(cfg, tmp_path)
-    for _ in range(4):
-        tr.iteration()
-    before = tr.agent.updates
-    with count_host_reads() as reads:
-        for _ in range(4):
-            tr.iteration()
-    assert tr.agent.updates == before + 4 * 8
-    assert reads.count == 0, reads.report()
+    assert_iterations_read_nothing(build(cfg, tmp_path))

@@ -7,7 +7,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.agents.iqn import iqn_target, quantile_huber_loss
 from gpurl.train import build, load_config
-from gpurl.utils.host_reads import count_host_reads
+
+from .conftest import assert_iterations_read_nothing
 
 
 def test_quantile_huber_loss_by_hand():
@@ -82,15 +83,7 @@ def small(tmp_path, overrides):
     ids=["cartpole", "marinenav"],
 )
 def test_iqn_training_iterations_read_nothing_on_the_host(tmp_path, overrides):
-    tr = small(tmp_path, overrides)
-    for _ in range(4):
-        tr.iteration()
-    before = tr.agent.updates
-    with count_host_reads() as reads:
-        for _ in range(4):
-            tr.iteration()
-    assert tr.agent.updates == before + 4 * 8
-    assert reads.count == 0, reads.report()
+    assert_iterations_read_nothing(small(tmp_path, overrides))
 
 
 def test_iqn_greedy_action_is_deterministic(tmp_path):

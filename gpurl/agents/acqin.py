@@ -92,9 +92,7 @@ class ACIQNAgent(Agent):
 
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
         metrics = self.learn(batch)
-        self.updates += 1
-        cfg = self.cfg
-        if cfg.target_update == "hard" and self.updates % cfg.target_update_interval == 0:
+        if self.count_update():
             hard_update(self.actor_target, self.actor)
             hard_update(self.critic_target, self.critic)
         return metrics

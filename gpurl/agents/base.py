@@ -140,3 +140,13 @@ class Agent:
 
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         raise NotImplementedError
+
+    def count_update(self) -> bool:
+        """Count one update; True when a hard target copy is due (agent.target_update
+        hard, every agent.target_update_interval updates)."""
+        self.updates += 1
+        cfg = self.cfg
+        return (
+            cfg.get("target_update") == "hard"
+            and self.updates % int(cfg.target_update_interval) == 0
+        )

@@ -78,9 +78,7 @@ class DQNAgent(Agent):
             resample_noise(self.q)
             resample_noise(self.q_target)
         metrics = self.learn(batch)
-        self.updates += 1
-        cfg = self.cfg
-        if cfg.target_update == "hard" and self.updates % cfg.target_update_interval == 0:
+        if self.count_update():
             hard_update(self.q_target, self.q)
         return metrics
 
