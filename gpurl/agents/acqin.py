@@ -29,7 +29,7 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
-from gpurl.agents.iqn import quantile_huber_loss
+from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss
 from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
 from gpurl.trainers.replay import weighted_mean
 
@@ -54,16 +54,14 @@ class QuantileCritic(nn.Module):
     def __init__(self, encoder, action_dim: int, width=128, hidden=(128,), cos_embed=64):
         super().__init__()
         self.encoder = encoder
-        self.register_buffer("freqs", math.pi * torch.arange(cos_embed, dtype=torch.float32))
-        self.tau_embed = nn.Sequential(nn.Linear(cos_embed, encoder.out_features), nn.ReLU())
+        self.tau_embed = QuantileEmbedding(encoder.out_features, cos_embed)
         self.state = nn.Sequential(nn.Linear(encoder.out_features, width), nn.ReLU())
         self.action = nn.Sequential(nn.Linear(action_dim, width), nn.ReLU())
         self.head = mlp(width, 1, hidden)
 
     def forward(self, obs: TensorDictBase, action: torch.Tensor, taus: torch.Tensor):
         feature = self.encoder(obs).unsqueeze(-2)  # [..., 1, F]
-        embedded = self.tau_embed(torch.cos(taus.unsqueeze(-1) * self.freqs))  # [..., N, F]
-        x = self.state(feature * embedded) * self.action(action).unsqueeze(-2)
+        x = self.state(feature * self.tau_embed(taus)) * self.action(action).unsqueeze(-2)
         return self.head(x).squeeze(-1)  # [..., N]
 
 

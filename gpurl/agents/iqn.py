@@ -56,6 +56,19 @@ def iqn_target(z_next, reward, discount, mask=None) -> torch.Tensor:
     return reward.unsqueeze(-1) + discount.unsqueeze(-1) * z_best
 
 
+class QuantileEmbedding(nn.Module):
+    """phi(tau) = ReLU(Linear(cos(pi i tau), i = 0..n-1)) [..., N, width] for taus [..., N]:
+    IQN's quantile embedding, multiplied into a state feature of the same width."""
+
+    def __init__(self, width: int, n: int = 64):
+        super().__init__()
+        self.register_buffer("freqs", math.pi * torch.arange(n, dtype=torch.float32))
+        self.linear = nn.Sequential(nn.Linear(n, width), nn.ReLU())
+
+    def forward(self, taus: torch.Tensor) -> torch.Tensor:
+        return self.linear(torch.cos(taus.unsqueeze(-1) * self.freqs))
+
+
 class QuantileNetwork(nn.Module):
     """Z_tau(s, a) [..., N, n_actions] for taus [..., N]; forward(td) -> Q [..., A], the
     mean of `act_quantiles` quantiles (kind "q", so PolicyWrapper acts with it)."""
@@ -65,15 +78,12 @@ class QuantileNetwork(nn.Module):
     def __init__(self, encoder, n_actions: int, hidden=(128, 128), cos_embed=64, act_quantiles=32):
         super().__init__()
         self.encoder = encoder
-        width = encoder.out_features
-        self.register_buffer("freqs", math.pi * torch.arange(cos_embed, dtype=torch.float32))
-        self.tau_embed = nn.Sequential(nn.Linear(cos_embed, width), nn.ReLU())
-        self.head = mlp(width, n_actions, hidden)
+        self.tau_embed = QuantileEmbedding(encoder.out_features, cos_embed)
+        self.head = mlp(encoder.out_features, n_actions, hidden)
         self.act_quantiles = int(act_quantiles)
 
     def quantiles(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
-        embedded = self.tau_embed(torch.cos(taus.unsqueeze(-1) * self.freqs))  # [..., N, F]
-        return self.head(feature.unsqueeze(-2) * embedded)
+        return self.head(feature.unsqueeze(-2) * self.tau_embed(taus))  # [..., N, A]
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         feature = self.encoder(obs)

@@ -10,24 +10,20 @@ and rewards are moved to `device`.
 from __future__ import annotations
 
 import torch
+from torchrl.envs import DeviceCastTransform, GymWrapper, TransformedEnv
 
 from gpurl.errors import ConfigError
 
 
-def _cpu_gym_wrapper():
-    from torchrl.envs import GymWrapper
+class CPUGymWrapper(GymWrapper):
+    """GymWrapper whose reset input is brought to the CPU first: TorchRL 0.14 hands the
+    partial-reset mask to numpy() (a CUDA mask fails), and a transform to the device
+    does not move "_reset" back."""
 
-    class CPUGymWrapper(GymWrapper):
-        """GymWrapper whose reset input is brought to the CPU first: TorchRL 0.14 hands
-        the partial-reset mask to numpy() (a CUDA mask fails), and a transform to the
-        device does not move "_reset" back."""
-
-        def _reset(self, tensordict=None, **kwargs):
-            if tensordict is not None:
-                tensordict = tensordict.to("cpu")  # a no-op for a CPU tensordict
-            return super()._reset(tensordict, **kwargs)
-
-    return CPUGymWrapper
+    def _reset(self, tensordict=None, **kwargs):
+        if tensordict is not None:
+            tensordict = tensordict.to("cpu")  # a no-op for a CPU tensordict
+        return super()._reset(tensordict, **kwargs)
 
 
 def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
@@ -35,7 +31,6 @@ def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
         import gymnasium as gym
     except ImportError as err:
         raise ConfigError("env=gym needs gymnasium: pip install -e '.[gym]'") from err
-    _CPUGymWrapper = _cpu_gym_wrapper()
     if int(num_envs) < 1:
         raise ConfigError(f"num_envs must be >= 1, got {num_envs}: set env.num_envs=1 or more")
     try:
@@ -49,13 +44,11 @@ def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
         [lambda: gym.make(env_id)] * int(num_envs),
         autoreset_mode=gym.vector.AutoresetMode.DISABLED,
     )
-    env = _CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")
+    env = CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")
     env.set_seed(seed)
     if torch.device(device).type != "cpu":
         # The simulator is on the CPU: the env stays there and a transform moves
         # observations and rewards to the device and actions back.
-        from torchrl.envs import DeviceCastTransform, TransformedEnv
-
         env = TransformedEnv(env, DeviceCastTransform(device, "cpu"))
     env.max_episode_steps = gym.spec(env_id).max_episode_steps or 1000
     return env

@@ -73,7 +73,7 @@ def autocast(device: torch.device, enabled: bool = True):
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
-def compile_step(fn, spec: CompileSpec, device, name: str = "step"):
+def compile_step(fn, spec: CompileSpec, device):
     """`fn` (TensorDict in, TensorDict out) wrapped as the spec asks: autocast inside,
     torch.compile around it, a CUDA graph around that."""
     device = torch.device(device)
@@ -103,7 +103,7 @@ def compile_agent(agent, spec: CompileSpec) -> None:
             for group in optimizer.param_groups:
                 group["capturable"] = True
     for name in agent.compiled_steps:
-        setattr(agent, name, compile_step(getattr(agent, name), spec, agent.info.device, name))
+        setattr(agent, name, compile_step(getattr(agent, name), spec, agent.info.device))
 
 
 class InductorPolicy:
