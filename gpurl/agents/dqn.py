@@ -56,13 +56,10 @@ class DQNAgent(Agent):
     def __init__(self, cfg, info, progress, random_frames: int = 0):
         super().__init__(cfg, info, progress)
         n_actions = require_discrete(info, "dqn", "sac, td3 or ddpg, or a discrete env")
-        self.noisy = float(cfg.get("noisy_sigma0") or 0.0) > 0
+        sigma0 = float(cfg.get("noisy_sigma0") or 0.0)
+        self.noisy = sigma0 > 0
         self.q = QNetwork(
-            make_encoder(info, cfg.get("encoder")),
-            n_actions,
-            cfg.hidden,
-            cfg.dueling,
-            float(cfg.get("noisy_sigma0") or 0.0),
+            make_encoder(info, cfg.get("encoder")), n_actions, cfg.hidden, cfg.dueling, sigma0
         ).to(info.device)
         self.q_target = target_copy(self.q)
         self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
