@@ -82,11 +82,12 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
 
 def run(cfg: DictConfig, run_dir: Path) -> Path:
     started = time.perf_counter()
+    commit = gpurl_commit()  # the code this run imports, read before commits made meanwhile
     trainer = build(cfg, run_dir)
     summary = trainer.train()
     summary.update(
         **environment_record(trainer.device),
-        commit=gpurl_commit(),
+        commit=commit,
         run_dir=str(run_dir),
         setup_and_train_s=round(time.perf_counter() - started, 2),
         config=OmegaConf.to_container(cfg, resolve=True),
