@@ -27,7 +27,7 @@ from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
 from gpurl.progress import Progress
 from gpurl.trainers.base import Trainer
-from gpurl.trainers.checkpoint import resolve_checkpoint
+from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
 from gpurl.trainers.compile import CompileSpec, compile_agent, compile_env_if, compile_policy
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
@@ -78,6 +78,23 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))
     return trainer
+
+
+def load_trained(run: str | Path, device: str = "cpu"):
+    """(config, agent) of a finished or interrupted run: its directory's .hydra/config.yaml
+    and the agent state of its checkpoint (a run directory or a checkpoints/*.pt inside
+    one). For tools that evaluate or draw a trained policy (`agent.policy`)."""
+    path = resolve_checkpoint(run)
+    run_dir = path.parent.parent
+    config_file = run_dir / ".hydra" / "config.yaml"
+    if not config_file.is_file():
+        raise ConfigError(f"{run_dir} holds no .hydra/config.yaml: pass a gpurl run directory")
+    cfg = OmegaConf.load(config_file)
+    device = resolve_device(device)
+    env = make_env(cfg.env, device=device, seed=cfg.seed, num_envs=1)
+    agent = make_agent(cfg.agent, env_info(env), Progress(device))
+    agent.load_state_dict(load_checkpoint(path, device)["agent"])
+    return cfg, agent
 
 
 def run(cfg: DictConfig, run_dir: Path) -> Path:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from gpurl.agents.acqin import AtanActor
+from gpurl.policies import DeterministicActor
 from gpurl.train import build, load_config
 
 from .conftest import assert_iterations_read_nothing
@@ -24,7 +24,7 @@ class Const(torch.nn.Module):
 def test_actor_gradient_climbs_a_toy_critic():
     """Critic Z_tau(s, a) = tau * (a0 - a1): its mean over quantiles rises with a0 and
     falls with a1, so the actor loss -mean Z pushes mu_0 up and mu_1 down."""
-    actor = AtanActor(Const(), 2, hidden=())
+    actor = DeterministicActor(Const(), 2, hidden=(), squash="atan")
     with torch.no_grad():
         actor.net[0].weight.zero_()
         actor.net[0].bias.zero_()
@@ -41,7 +41,7 @@ def test_actor_gradient_climbs_a_toy_critic():
 
 
 def test_atan_squash_stays_inside_the_box():
-    actor = AtanActor(Const(), 2, hidden=())
+    actor = DeterministicActor(Const(), 2, hidden=(), squash="atan")
     with torch.no_grad():
         actor.net[0].bias.fill_(1e6)
     a = actor(TensorDict({}, batch_size=[1]))

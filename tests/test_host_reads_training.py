@@ -41,6 +41,7 @@ CASES = {
     "iqn": ["env=cartpole", "agent=iqn"],
     "iqn_marinenav": ["env=marinenav", "agent=iqn", "env.max_episode_steps=20"],
     "acqin_marinenav": ["env=marinenav_continuous", "agent=acqin", "env.max_episode_steps=20"],
+    "rainbow_marinenav": ["env=marinenav", "agent=rainbow", "env.max_episode_steps=20"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
 }
 

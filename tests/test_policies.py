@@ -263,3 +263,47 @@ def test_spec_encoder_concatenates_entries_masks_objects_and_scales_pixels():
     frames = torch.full((1, 1, 72, 80), 3, dtype=torch.uint8)
     assert pix.inv_range == pytest.approx(1 / 3)  # 0..3 frames scaled by 3, not 255
     assert math.isfinite(pix(frames).sum().item())
+
+
+def test_encoders_divide_by_the_envs_observation_scales():
+    from gpurl.policies.networks import ObjectListEncoder, VectorEncoder
+
+    vec = VectorEncoder((3,), scale=(2.0, 10.0, 1000.0))
+    torch.testing.assert_close(
+        vec(torch.tensor([[4.0, 5.0, 500.0]])), torch.tensor([[2.0, 0.5, 0.5]])
+    )
+    assert "scale" not in vec.state_dict()  # from the env, not a checkpoint
+    objects = ObjectListEncoder((2, 2), embed=3, scale=(2.0, 4.0))
+    x, mask = torch.tensor([[[2.0, 4.0], [8.0, 8.0]]]), torch.tensor([[True, False]])
+    expected = objects.embed(torch.tensor([[1.0, 1.0]]))
+    torch.testing.assert_close(objects(x, mask), torch.cat([expected, torch.zeros(1, 3)], -1))
+
+
+def test_marinenav_encoders_see_unit_scale_features():
+    from gpurl.envs.info import env_info
+    from gpurl.envs.marinenav import MarineNavEnv
+    from gpurl.policies import make_encoder
+
+    info = env_info(MarineNavEnv(num_envs=2, pool_size=8))
+    enc = make_encoder(info)
+    scale = enc.parts[0].scale
+    assert scale is not None and scale[-1] == 1000.0  # thrusts in N
+
+
+def test_deterministic_actor_squashes():
+    from gpurl.errors import ConfigError
+    from gpurl.policies import DeterministicActor
+
+    class Const(torch.nn.Module):
+        out_features = 1
+
+        def forward(self, obs):
+            return torch.tensor([[1.0]])
+
+    atan = DeterministicActor(Const(), 1, hidden=(), squash="atan")
+    with torch.no_grad():
+        atan.net[0].weight.fill_(1.0)
+        atan.net[0].bias.fill_(0.0)
+    torch.testing.assert_close(atan(None), torch.tensor([[0.5]]))  # (2 / pi) atan(1)
+    with pytest.raises(ConfigError, match="squash"):
+        DeterministicActor(Const(), 1, squash="sigmoid")

@@ -5,8 +5,11 @@
     python tools/bench_compile.py --what env --pin-cpu 1 --out docs/bench/x.jsonl
     python tools/bench_compile.py --what agents --num-envs 64               # CPU
     python tools/bench_compile.py --what agents --device cuda --num-envs 1024 16384
+    python tools/bench_compile.py --what agents --agents marinenav --num-envs 64 # six presets
 
---what agents: per agent (dqn, ddpg, td3, sac on their envs, ppo on CartPole) and mode
+--what agents: per agent (dqn, ddpg, td3, sac on their envs, ppo on CartPole; the six
+MarineNav presets marinenav_{iqn,acqin,rainbow,dqn,ddpg,sac} with their own networks and
+batch sizes at 5 robots per env, whose records add collected robot-steps/s) and mode
 (eager; compiled = compile=full; compiled_amp = compile=full compile.amp=true;
 cudagraphs = compile=cudagraphs, CUDA only): updates/s of agent.update on one fixed
 batch (--batch-size replay samples; PPO: a minibatch of num_envs) and collected
@@ -357,6 +360,13 @@ AGENT_CASES = {
     "sac": ["env=pendulum", "agent=sac"],
     "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
 }
+# The six MarineNav agents as their presets build them (networks, batch size, replay),
+# at the curriculum's last stage (5 robots per env, 4 obstacles): --agents marinenav.
+MARINENAV_AGENTS = ("iqn", "acqin", "rainbow", "dqn", "ddpg", "sac")
+MARINENAV_ROBOTS = 5
+AGENT_CASES.update(
+    {f"marinenav_{a}": [f"experiment=marinenav_{a}", "env.stage=5"] for a in MARINENAV_AGENTS}
+)
 AGENT_MODES = {
     "eager": [],
     "compiled": ["compile=full"],
@@ -387,23 +397,24 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
 
     device = torch.device(args.device)
     on_policy = "trainer=on_policy" in AGENT_CASES[agent]
+    preset = agent.startswith("marinenav_")  # the preset's networks and batch size
     overrides = [
         *AGENT_CASES[agent],
         *AGENT_MODES[mode],
         f"device={device}",
         f"env.num_envs={num_envs}",
-        "env.eval_envs=2",
-        f"agent.hidden=[{args.hidden},{args.hidden}]",
+        *([] if preset else ["env.eval_envs=2", f"agent.hidden=[{args.hidden},{args.hidden}]"]),
         "logger=none",
         "trainer.progress=false",
         *([] if on_policy else ["trainer.init_random_frames=1000000000"]),
-        *([] if on_policy else [f"trainer.batch_size={args.batch_size}"]),
+        *([] if on_policy or preset else [f"trainer.batch_size={args.batch_size}"]),
         *([] if on_policy else [f"trainer.frames_per_batch={num_envs}"]),
         *(["trainer.rollout_steps=1", "trainer.minibatches=1"] if on_policy else []),
     ]
     torch.manual_seed(0)
+    cfg = load_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
-        tr = build(load_config(overrides), run_dir)
+        tr = build(cfg, run_dir)
     batch = training_batch(tr)
     t0 = time.perf_counter()
     for _ in range(args.warmup):  # compiles, captures graphs
@@ -417,6 +428,7 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
         per_update.append(_timed(lambda: tr.agent.update(batch, tr.progress), args.calls, device))
         per_rollout.append(_timed(tr.collector.rollout, args.calls, device))
     frames = tr.collector.frames_per_batch
+    robots = MARINENAV_ROBOTS if preset else None
     return {
         "bench": "bench_compile",
         "what": "agents",
@@ -426,11 +438,16 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
         "compile": AGENT_MODES[mode],
         "num_envs": num_envs,
         "batch_size": batch.numel(),
-        "hidden": [args.hidden, args.hidden],
+        "hidden": list(cfg.agent.hidden),
         "updates_per_sec": round(1 / min(per_update), 1),
+        "samples_per_sec": round(batch.numel() / min(per_update), 1),
         "updates_per_sec_median": round(1 / statistics.median(per_update), 1),
         "collect_frames_per_sec": round(frames / min(per_rollout), 1),
         "collect_frames_per_sec_median": round(frames / statistics.median(per_rollout), 1),
+        "robots_per_env": robots,
+        "collect_robot_steps_per_sec": round(robots * frames / min(per_rollout), 1)
+        if robots
+        else None,
         "warmup_calls": args.warmup,
         "warmup_seconds": round(warmup_s, 2),
         "calls": args.calls,
@@ -456,7 +473,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--what", choices=["env", "agents"], default="env", help="which section")
     p.add_argument("--num-envs", type=int, nargs="+", default=[64, 1024])
-    p.add_argument("--agents", nargs="+", choices=list(AGENT_CASES), default=list(AGENT_CASES))
+    p.add_argument(
+        "--agents",
+        nargs="+",
+        choices=[*AGENT_CASES, "marinenav"],
+        default=[a for a in AGENT_CASES if not a.startswith("marinenav_")],
+        help="agents: names, or marinenav for the six MarineNav presets",
+    )
     p.add_argument("--modes", nargs="+", choices=list(AGENT_MODES), default=list(AGENT_MODES))
     p.add_argument("--device", default="cpu", help="agents: cpu or cuda")
     p.add_argument("--batch-size", type=int, default=256, help="agents: replay batch size")
@@ -482,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {args.pin_cpu})
     torch.set_num_threads(args.threads)
     if args.what == "agents":
+        if "marinenav" in args.agents:
+            args.agents.remove("marinenav")
+            args.agents += [f"marinenav_{a}" for a in MARINENAV_AGENTS]
         records = bench_agents(args)
     else:
         records = [r for n in args.num_envs for r in bench_env(args, n)]

@@ -1,19 +1,28 @@
-"""Reference policies on the fixed MarineNav evaluation set (60 episodes, seed 253).
+"""Trained MarineNav agents beside the scripted and random baselines, on the fixed set.
 
-Runs the scripted baseline and a uniform random policy (discrete and continuous action
-versions) on the 60 evaluation episodes, all 60 side by side in one batched env, and
-prints one JSON record per (policy, stage) with success rate, travel time and energy
-(over successful episodes), collisions and timeouts, plus the run's wall time.
+Plays the 60 evaluation episodes (10 per curriculum stage, seed 253), all side by side
+in one batched env, with the scripted baseline, a uniform random policy (discrete and
+continuous action versions) and the greedy policy of every run given with --runs (a run
+directory or a checkpoint inside one). Prints one JSON record per (policy, stage):
+success rate, travel time and energy (over successful episodes), collisions, timeouts.
+
+With --table FILE it also writes one markdown table, a row per (policy, stage): runs
+of the same agent (its seeds) are grouped, each cell their mean and, with more than one
+run, +- their standard deviation.
 
     python tools/eval_marinenav.py
     python tools/eval_marinenav.py --policies scripted --action discrete
+    python tools/eval_marinenav.py --runs runs/record/marinenav_iqn_s* --table /tmp/t.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
+from collections import defaultdict
+from pathlib import Path
 
 import torch
 import torchrl
@@ -26,43 +35,109 @@ from gpurl.envs.marinenav.evaluation import (
     summarize,
 )
 from gpurl.envs.marinenav.scripted import RandomPolicy, ScriptedPolicy
+from gpurl.errors import ConfigError
+from gpurl.train import load_trained
+from gpurl.trainers.evaluation import greedy
+from gpurl.utils.provenance import gpurl_commit
+
+METRICS = ("success_rate", "travel_time_s", "energy", "collisions", "timeouts")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--policies", nargs="+", default=["scripted", "random"])
-    p.add_argument("--action", nargs="+", default=["discrete", "continuous"])
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is)")
-    args = p.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    scenarios = evaluation_scenarios()
+def policies(args):
+    """(label, action kind, policy, source) for every policy to evaluate."""
+    out = []
     for action in args.action:
         continuous = action == "continuous"
-        cls = MarineNavContinuousEnv if continuous else MarineNavEnv
-        env = make_eval_env(cls, device=args.device)
         for name in args.policies:
             if name == "scripted":
                 policy = ScriptedPolicy(continuous=continuous)
             else:
                 policy = RandomPolicy(continuous=continuous, seed=0, device=args.device)
-            begin = time.perf_counter()
-            metrics = run_episodes(env, policy, scenarios)
-            wall = time.perf_counter() - begin
-            for row in summarize(metrics):
-                record = {
-                    "eval": "marinenav",
-                    "policy": name,
-                    "action": action,
-                    **row,
-                    "wall_s": round(wall, 2),
-                    "device": args.device,
-                    "torch": torch.__version__,
-                    "torchrl": torchrl.__version__,
-                    "threads": torch.get_num_threads(),
-                }
-                print(json.dumps(record), flush=True)
+            out.append((f"{name} ({action})", action, policy, None))
+    for run in args.runs:
+        cfg, agent = load_trained(run, args.device)
+        if not cfg.env.name.startswith("marinenav"):
+            raise ConfigError(f"{run} trained on env={cfg.env.name}, not MarineNav")
+        action = "continuous" if cfg.env.name == "marinenav_continuous" else "discrete"
+        out.append((cfg.agent.name, action, greedy(agent.policy), str(run)))
+    return out
+
+
+def cell(values: list) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    mean = statistics.fmean(values)
+    digits = 2 if max(abs(v) for v in values) < 10 else 1
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def table(records: list[dict]) -> str:
+    """One markdown row per (policy, stage); runs of one agent are grouped."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    order = []
+    for r in records:
+        key = (r["policy"], str(r["stage"]))
+        if key not in groups:
+            order.append(key)
+        groups[key].append(r)
+    head = "| policy | runs | stage | success | travel time (s) | energy | collisions | timeouts |"
+    lines = [head, "|" + "---|" * 8]
+    for policy, stage in order:
+        rows = groups[(policy, stage)]
+        cells = [cell([r[m] for r in rows]) for m in METRICS]
+        lines.append(f"| {policy} | {len(rows)} | {stage} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--policies", nargs="*", default=["scripted", "random"])
+    p.add_argument("--action", nargs="*", default=["discrete", "continuous"])
+    p.add_argument("--runs", nargs="*", default=[], help="run directories or checkpoints")
+    p.add_argument("--table", help="write the markdown table here")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=1000,
+        help="episode limit: the protocol's 1000; less for quick checks",
+    )
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    scenarios = evaluation_scenarios()
+    envs = {
+        kind: make_eval_env(cls, device=args.device, max_episode_steps=args.max_steps)
+        for kind, cls in (("discrete", MarineNavEnv), ("continuous", MarineNavContinuousEnv))
+    }
+    records = []
+    commit = gpurl_commit()
+    for label, action, policy, source in policies(args):
+        begin = time.perf_counter()
+        metrics = run_episodes(envs[action], policy, scenarios)
+        wall = time.perf_counter() - begin
+        for row in summarize(metrics):
+            record = {
+                "eval": "marinenav",
+                "policy": label,
+                "action": action,
+                "run": source,
+                **row,
+                "wall_s": round(wall, 2),
+                "device": args.device,
+                "commit": commit,
+                "torch": torch.__version__,
+                "torchrl": torchrl.__version__,
+                "threads": torch.get_num_threads(),
+            }
+            records.append(record)
+            print(json.dumps(record), flush=True)
+    if args.table:
+        Path(args.table).write_text(table(records))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Draw one MarineNav episode: trajectories, starts, goals, obstacles and the current field.
 
 Plays an evaluation-set episode (or, with --cores, a fresh scenario of that stage with
-vortex currents) under the scripted policy (or a random one) and writes a PNG.
+vortex currents) under the scripted policy, a random one, or a trained agent's greedy
+policy (--run, a run directory or checkpoint), and writes a PNG.
 
     python tools/plot_marinenav.py --episode 55 --out docs/marinenav_trajectories.png
     python tools/plot_marinenav.py --stage 5 --cores 3 --out /tmp/with_currents.png
+    python tools/plot_marinenav.py --run runs/record/marinenav_acqin_s0 --out /tmp/a.png
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from gpurl.envs.marinenav import MarineNavEnv  # noqa: E402
+from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv  # noqa: E402
 from gpurl.envs.marinenav.currents import rankine_velocity  # noqa: E402
 from gpurl.envs.marinenav.curriculum import stage_table  # noqa: E402
 from gpurl.envs.marinenav.dynamics import GOAL_RADIUS, ROBOT_RADIUS  # noqa: E402
 from gpurl.envs.marinenav.evaluation import evaluation_scenarios, run_episodes  # noqa: E402
 from gpurl.envs.marinenav.scenario import WORLD_SIZE, sample_scenarios  # noqa: E402
 from gpurl.envs.marinenav.scripted import RandomPolicy, ScriptedPolicy  # noqa: E402
+from gpurl.train import load_trained  # noqa: E402
+from gpurl.trainers.evaluation import greedy  # noqa: E402
 
 
 def scenario(args) -> dict[str, torch.Tensor]:
@@ -54,12 +58,27 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=0, help="vortex cores (fresh scenario)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--policy", choices=["scripted", "random"], default="scripted")
+    p.add_argument(
+        "--run", help="a trained agent's run directory or checkpoint (replaces --policy)"
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=1000, help="episode limit (the protocol's 1000)"
+    )
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
     sc = scenario(args)
-    env = MarineNavEnv(num_envs=1, num_cores=args.cores, pool_size=16)
-    policy = ScriptedPolicy() if args.policy == "scripted" else RandomPolicy(seed=args.seed)
+    env_cls, label = MarineNavEnv, args.policy
+    if args.run:
+        cfg, agent = load_trained(args.run)
+        policy, label = greedy(agent.policy), f"{cfg.agent.name} (seed {cfg.seed})"
+        if cfg.env.name == "marinenav_continuous":
+            env_cls = MarineNavContinuousEnv
+    elif args.policy == "scripted":
+        policy = ScriptedPolicy()
+    else:
+        policy = RandomPolicy(seed=args.seed)
+    env = env_cls(num_envs=1, num_cores=args.cores, pool_size=16, max_episode_steps=args.max_steps)
     m = run_episodes(env, policy, sc, record=True, check_every=1)
     traj = m["trajectory"][:, 0]  # [T + 1, R, 2]
 
@@ -109,7 +128,7 @@ def main() -> None:
     ax.set_ylabel("North (m)")
     stage = int(sc["stage"][0])
     ax.set_title(
-        f"MarineNav stage {stage}, {args.policy} policy, "
+        f"MarineNav stage {stage}, {label} policy, "
         f"{'eval episode ' + str(args.episode) if args.cores == 0 else 'cores ' + str(args.cores)}"
         f", {int(m['steps'][0])} steps"
     )

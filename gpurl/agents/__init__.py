@@ -11,6 +11,7 @@ from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
 from gpurl.agents.iqn import IQNAgent
 from gpurl.agents.ppo import PPOAgent
+from gpurl.agents.rainbow import RainbowAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
 from gpurl.envs.info import EnvInfo
@@ -20,6 +21,7 @@ from gpurl.progress import Progress
 AGENTS: dict[str, type[Agent]] = {
     "dqn": DQNAgent,
     "iqn": IQNAgent,
+    "rainbow": RainbowAgent,
     "acqin": ACIQNAgent,
     "ddpg": DDPGAgent,
     "td3": TD3Agent,

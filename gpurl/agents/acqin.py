@@ -14,8 +14,6 @@ its output up (tests/test_acqin.py checks the direction).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
@@ -30,22 +28,14 @@ from gpurl.agents.base import (
     target_copy,
 )
 from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss
-from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
+from gpurl.policies import (
+    DeterministicActor,
+    PolicyWrapper,
+    make_encoder,
+    make_exploration,
+    mlp,
+)
 from gpurl.trainers.replay import weighted_mean
-
-
-class AtanActor(nn.Module):
-    """mu(s) = (2 / pi) atan(MLP(encoder(s))) in (-1, 1)^d (the spec's squash)."""
-
-    kind = "deterministic"
-
-    def __init__(self, encoder, action_dim: int, hidden=(256, 128, 128)):
-        super().__init__()
-        self.encoder = encoder
-        self.net = mlp(encoder.out_features, action_dim, hidden)
-
-    def forward(self, obs: TensorDictBase) -> torch.Tensor:
-        return (2 / math.pi) * torch.atan(self.net(self.encoder(obs)))
 
 
 class QuantileCritic(nn.Module):
@@ -73,7 +63,9 @@ class ACIQNAgent(Agent):
         super().__init__(cfg, info, progress)
         action_dim = require_continuous(info, "acqin", "iqn or dqn, or a continuous env")
         enc, device = cfg.get("encoder"), info.device
-        self.actor = AtanActor(make_encoder(info, enc), action_dim, cfg.hidden).to(device)
+        self.actor = DeterministicActor(
+            make_encoder(info, enc), action_dim, cfg.hidden, squash="atan"
+        ).to(device)
         self.critic = QuantileCritic(
             make_encoder(info, enc),
             action_dim,

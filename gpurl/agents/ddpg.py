@@ -26,9 +26,9 @@ class DDPGAgent(Agent):
         super().__init__(cfg, info, progress)
         action_dim = require_continuous(info, self.name, "dqn, or a continuous env")
         enc = cfg.get("encoder")
-        self.actor = DeterministicActor(make_encoder(info, enc), action_dim, cfg.hidden).to(
-            info.device
-        )
+        self.actor = DeterministicActor(
+            make_encoder(info, enc), action_dim, cfg.hidden, cfg.get("squash", "tanh")
+        ).to(info.device)
         self.actor_target = target_copy(self.actor)
         self.critic = torch.nn.ModuleList(
             Critic(make_encoder(info, enc), action_dim, cfg.hidden) for _ in range(self.n_critics)
@@ -64,7 +64,8 @@ class DDPGAgent(Agent):
             next_q = self._critic_values(self.critic_target, nxt, self._target_action(nxt))
             target = batch["reward"] + batch["discount"] * next_q.min(0).values
         q = self._critic_values(self.critic, batch, action)
-        elementwise = F.mse_loss(q, target.expand_as(q), reduction="none").sum(0)
+        loss_fn = F.smooth_l1_loss if cfg.get("critic_loss") == "huber" else F.mse_loss
+        elementwise = loss_fn(q, target.expand_as(q), reduction="none").sum(0)
         critic_loss = weighted_mean(elementwise, batch)
         clip_and_step(
             self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm

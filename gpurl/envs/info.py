@@ -65,6 +65,10 @@ class EnvInfo:
     valid_key: NestedKey | None = None
     action_mask_key: NestedKey | None = None
     slot_masks: dict[NestedKey, NestedKey] = field(default_factory=dict)
+    # Typical magnitude of each feature of an entry (the env's `observation_scales`):
+    # encoders divide by it, so raw physical units (MarineNav's 1000 N thrusts beside
+    # 1 m/s speeds) reach the first layer at unit scale.
+    obs_scales: dict[NestedKey, tuple[float, ...]] = field(default_factory=dict)
     device: torch.device = torch.device("cpu")
     max_episode_steps: int = 1000
     model: Any = None
@@ -171,6 +175,7 @@ def env_info(env) -> EnvInfo:
         valid_key=valid_key,
         action_mask_key=action_mask_key,
         slot_masks=slot_masks,
+        obs_scales={k: tuple(v) for k, v in getattr(env, "observation_scales", {}).items()},
         device=torch.device(env.device) if env.device is not None else torch.device("cpu"),
         max_episode_steps=int(getattr(env, "max_episode_steps", 1000)),
         model=getattr(env, "model", None),

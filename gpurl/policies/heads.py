@@ -17,13 +17,19 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from gpurl.errors import ConfigError
 from gpurl.policies.networks import mlp
 from gpurl.policies.noisy import NoisyLinear
 
 
 class QNetwork(nn.Module):
     """Q-values [..., n_actions]; `dueling` splits into value and advantage streams;
-    `noisy_sigma0` > 0 makes every layer after the encoder a NoisyLinear (noisy.py)."""
+    `noisy_sigma0` > 0 makes every layer after the encoder a NoisyLinear (noisy.py).
+
+    With a `support` (C51, Bellemare et al. 2017) each action gets a categorical return
+    distribution over the support's atoms: `logits(obs)` [..., n_actions, atoms], and
+    forward gives its mean. Dueling then combines value and advantage logits per atom
+    (Rainbow's form)."""
 
     kind = "q"
 
@@ -34,36 +40,60 @@ class QNetwork(nn.Module):
         hidden: Sequence[int] = (256, 256),
         dueling=False,
         noisy_sigma0: float = 0.0,
+        support: torch.Tensor | None = None,
     ):
         super().__init__()
         self.encoder = encoder
         self.dueling = dueling
+        self.n_actions = n_actions
+        self.atoms = 1 if support is None else support.numel()
+        self.support = None if support is None else nn.Buffer(support.float())
         linear = partial(NoisyLinear, sigma0=noisy_sigma0) if noisy_sigma0 > 0 else nn.Linear
         self.trunk = mlp(encoder.out_features, None, hidden, linear=linear)
         width = hidden[-1] if hidden else encoder.out_features
-        self.advantage = linear(width, n_actions)
-        self.value = linear(width, 1) if dueling else None
+        self.advantage = linear(width, n_actions * self.atoms)
+        self.value = linear(width, self.atoms) if dueling else None
 
-    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+    def logits(self, obs: TensorDictBase) -> torch.Tensor:
+        """[..., n_actions, atoms] (atoms = 1 without a support: the Q-values)."""
         x = self.trunk(self.encoder(obs))
-        adv = self.advantage(x)
+        adv = self.advantage(x).unflatten(-1, (self.n_actions, self.atoms))
         if self.value is None:
             return adv
-        return self.value(x) + adv - adv.mean(-1, keepdim=True)
+        return self.value(x).unsqueeze(-2) + adv - adv.mean(-2, keepdim=True)
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        out = self.logits(obs)
+        if self.support is None:
+            return out.squeeze(-1)
+        return (out.softmax(-1) * self.support).sum(-1)
+
+
+SQUASHES = {"tanh": torch.tanh, "atan": lambda x: (2 / math.pi) * torch.atan(x)}
 
 
 class DeterministicActor(nn.Module):
-    """mu(s) in [-1, 1]^d through a tanh."""
+    """mu(s) in (-1, 1)^d through a squash: tanh, or (2 / pi) atan (the MarineNav spec's
+    actors, whose gradient fades more slowly away from 0)."""
 
     kind = "deterministic"
 
-    def __init__(self, encoder: nn.Module, action_dim: int, hidden: Sequence[int] = (256, 256)):
+    def __init__(
+        self,
+        encoder: nn.Module,
+        action_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        squash: str = "tanh",
+    ):
         super().__init__()
+        if squash not in SQUASHES:
+            raise ConfigError(f"unknown actor squash '{squash}': use {' or '.join(SQUASHES)}")
         self.encoder = encoder
         self.net = mlp(encoder.out_features, action_dim, hidden)
+        self.squash = SQUASHES[squash]
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
-        return torch.tanh(self.net(self.encoder(obs)))
+        return self.squash(self.net(self.encoder(obs)))
 
 
 class TanhGaussianActor(nn.Module):

@@ -96,19 +96,30 @@ class CNNEncoder(nn.Module):
         return self.fc(self.convs(x)).reshape(*batch, -1)
 
 
+def feature_scale(scale) -> nn.Buffer | None:
+    """The per-feature divisor of an entry (EnvInfo.obs_scales), a buffer that follows
+    the module to its device and stays out of checkpoints (it comes from the env)."""
+    if scale is None:
+        return None
+    return nn.Buffer(torch.tensor(scale, dtype=torch.float32), persistent=False)
+
+
 class VectorEncoder(nn.Module):
     """A vector entry [d] (a scalar counts as [1]), optionally embedded."""
 
-    def __init__(self, shape: Sequence[int], embed: int = 0):
+    def __init__(self, shape: Sequence[int], embed: int = 0, scale=None):
         super().__init__()
         self.ndim = len(shape)
         d = prod(shape) if shape else 1
         self.embed = nn.Sequential(nn.Linear(d, embed), nn.ReLU()) if embed else None
         self.out_features = embed or d
+        self.scale = feature_scale(scale)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.unsqueeze(-1) if self.ndim == 0 else obs.flatten(obs.dim() - self.ndim)
         x = x.float()
+        if self.scale is not None:
+            x = x / self.scale
         return self.embed(x) if self.embed is not None else x
 
 
@@ -116,14 +127,16 @@ class ObjectListEncoder(nn.Module):
     """Object slots [M, D] with a slot mask [M]: each slot embedded, empty slots zeroed,
     slots concatenated in order."""
 
-    def __init__(self, shape: Sequence[int], embed: int = 40):
+    def __init__(self, shape: Sequence[int], embed: int = 40, scale=None):
         super().__init__()
         slots, dim = shape
         self.embed = nn.Sequential(nn.Linear(dim, embed), nn.ReLU())
         self.out_features = slots * embed
+        self.scale = feature_scale(scale)
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = self.embed(obs.float()) * mask.unsqueeze(-1).to(obs.dtype)
+        x = obs.float() if self.scale is None else obs.float() / self.scale
+        x = self.embed(x) * mask.unsqueeze(-1).to(x.dtype)
         return x.flatten(-2)
 
 
@@ -137,12 +150,13 @@ class SpecEncoder(nn.Module):
         parts = []
         for key, mask_key in zip(self.keys, self.mask_keys, strict=True):
             shape, spec = info.obs_shapes[key], info.obs_specs[key]
+            scale = info.obs_scales.get(key)
             if mask_key is not None and len(shape) == 2:
-                parts.append(ObjectListEncoder(shape, object_embed))
+                parts.append(ObjectListEncoder(shape, object_embed, scale))
             elif is_image(shape, spec.dtype):
                 parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features))
             else:
-                parts.append(VectorEncoder(shape, embed))
+                parts.append(VectorEncoder(shape, embed, scale))
         self.parts = nn.ModuleList(parts)
         self.out_features = sum(p.out_features for p in parts)
 

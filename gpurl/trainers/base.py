@@ -45,6 +45,8 @@ class Trainer:
         self.frames = 0
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
+        # Every evaluation's full metrics (MarineNav: success, collisions... per stage).
+        self.eval_log: list[dict[str, float]] = []
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
@@ -112,6 +114,7 @@ class Trainer:
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
         self.eval_metrics = metrics
+        self.eval_log.append({"frames": self.frames, **metrics})
         if self.logger is not None:
             for k, v in metrics.items():
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
@@ -134,6 +137,7 @@ class Trainer:
             "metrics": self.metrics.state_dict(),
             "eval_history": self.eval_history,
             "eval_metrics": self.eval_metrics,
+            "eval_log": self.eval_log,
             "train_history": self.train_history,
             "env": env_state(self.env),
             "eval_env": env_state(self.eval_env),
@@ -158,6 +162,7 @@ class Trainer:
         self.metrics.load_state_dict(state["metrics"])
         self.eval_history = [tuple(x) for x in state["eval_history"]]
         self.eval_metrics = dict(state["eval_metrics"])
+        self.eval_log = [dict(x) for x in state.get("eval_log", [])]
         self.train_history = [tuple(x) for x in state["train_history"]]
         for key, env in (("env", self.env), ("eval_env", self.eval_env)):
             if state[key] and hasattr(env, "load_env_state_dict"):
@@ -188,6 +193,7 @@ class Trainer:
             "eval_metrics": self.eval_metrics,
             "best_eval_return": best,
             "eval_history": self.eval_history,
+            "eval_log": self.eval_log,
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),

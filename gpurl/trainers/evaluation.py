@@ -46,6 +46,17 @@ def evaluate(env, policy, max_steps: int | None = None) -> torch.Tensor:
     return returns
 
 
+def greedy(policy):
+    """`policy` as evaluation runs it, for tools that call it themselves: greedy
+    (ExplorationType.DETERMINISTIC: means of noisy layers, no epsilon), no gradients."""
+
+    def act(obs):
+        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+            return policy(obs)
+
+    return act
+
+
 def evaluate_protocol(env, policy) -> dict[str, float]:
     """The env's evaluation protocol, greedy, with the greedy-return fallback."""
     protocol = getattr(env, "evaluation_protocol", None)

@@ -62,6 +62,14 @@ class MarineNavEnv(NativeEnv):
     continuous = False
     #: a robot slot's transition counts only while the robot runs (EnvInfo.valid_key)
     valid_key = ("agents", "running")
+    #: typical magnitudes the agents' encoders divide by (EnvInfo.obs_scales): positions
+    #: by the 20 m perception range, speeds by 3 m/s (top speed about 3.3), the yaw rate
+    #: by 1 rad/s, thrusts by 1000 N, the observed radius by 3 m. The env itself emits
+    #: physical units (the scripted policy reads them).
+    observation_scales = {
+        ("agents", "self_state"): (20.0, 20.0, 3.0, 3.0, 1.0, 1000.0, 1000.0),
+        ("agents", "objects"): (20.0, 20.0, 3.0, 3.0, 3.0),
+    }
     host_state = (
         "_resets_since_refresh",
         "_pool_cursor",

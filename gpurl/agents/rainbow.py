@@ -1,0 +1,144 @@
+"""Rainbow (Hessel et al. 2018) as the MarineNav spec sets it: a noisy dueling C51
+Q-network (sigma0 0.05), Double-Q action selection, 3-step returns and proportional
+prioritized replay (omega 0.5, beta 0.4 -> 1), all on the device.
+
+The return distribution lives on a fixed support of `atoms` points in [v_min, v_max].
+The spec's FIX: the old code's support [-1, 1] sat far below MarineNav's returns (+10
+on arrival plus up to ~50 m of progress reward), so every target was clipped to its
+top atom; the support here is a config entry sized to the returns (agent/rainbow.yaml
+says how). The n-step returns come from the replay (trainers/returns.py), built per
+(env, robot) stream and cut at episode ends; the categorical projection of
+r + gamma^n Z(s', a*) onto the support is `categorical_projection` below, a scatter
+with no host reads. Priorities are the per-sample cross-entropy (Rainbow's KL).
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from gpurl.agents.base import (
+    Agent,
+    clip_and_step,
+    hard_update,
+    make_optimizer,
+    polyak_update,
+    require_discrete,
+    target_copy,
+)
+from gpurl.agents.dqn import masked_q
+from gpurl.errors import ConfigError
+from gpurl.policies import (
+    PolicyWrapper,
+    QNetwork,
+    make_encoder,
+    make_exploration,
+    resample_noise,
+)
+from gpurl.trainers.replay import weighted_mean
+
+
+def categorical_projection(
+    probs_next: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
+    """Project r + discount * z (probabilities probs_next [B, atoms] on `support`) back onto
+    the support [B, atoms]. discount is gamma^n (1 - terminated): 0 puts all the mass at
+    r. Values outside the support go to its edge atoms; a value between two atoms splits
+    its mass between them linearly, one that lands on an atom gives that atom all of it."""
+    atoms = support.numel()
+    v_min, v_max = support[0], support[-1]
+    delta = (v_max - v_min) / (atoms - 1)
+    tz = (reward.unsqueeze(-1) + discount.unsqueeze(-1) * support).clamp(v_min, v_max)
+    b = (tz - v_min) / delta
+    lower = b.floor().clamp(0, atoms - 1)
+    upper = b.ceil().clamp(0, atoms - 1)
+    w_lower = (upper - b) + (lower == upper).to(b.dtype)  # on an atom: all of it to `lower`
+    w_upper = b - lower
+    target = torch.zeros_like(probs_next)
+    target.scatter_add_(-1, lower.long(), probs_next * w_lower)
+    target.scatter_add_(-1, upper.long(), probs_next * w_upper)
+    return target
+
+
+def rainbow_target(q_online_next, logits_target_next, reward, discount, support, mask=None):
+    """The projected target distribution [B, atoms]: Double-Q picks a* = argmax of the
+    online net's mean Q (q_online_next [B, A]) among the legal actions of s' (mask
+    [B, A]), the target net's distribution at a* (logits_target_next [B, A, atoms]) is
+    shifted by the n-step reward and discount and projected. A state with no legal action
+    bootstraps 0."""
+    best = masked_q(q_online_next, mask).argmax(-1)
+    probs = logits_target_next.softmax(-1)
+    index = best[..., None, None].expand(*best.shape, 1, probs.shape[-1])
+    probs_next = probs.gather(-2, index).squeeze(-2)
+    if mask is not None:
+        discount = torch.where(mask.any(-1), discount, 0.0)
+    return categorical_projection(probs_next, reward, discount, support)
+
+
+def make_support(cfg) -> torch.Tensor:
+    atoms, v_min, v_max = int(cfg.atoms), float(cfg.v_min), float(cfg.v_max)
+    if atoms < 2 or not v_min < v_max:
+        raise ConfigError(
+            f"agent.atoms must be >= 2 and agent.v_min < agent.v_max, got atoms={atoms}, "
+            f"v_min={v_min}, v_max={v_max}"
+        )
+    return torch.linspace(v_min, v_max, atoms)
+
+
+class RainbowAgent(Agent):
+    name = "rainbow"
+    compiled_steps = ("learn",)
+
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        n_actions = require_discrete(info, "rainbow", "sac, ddpg or acqin, or a discrete env")
+        self.q = QNetwork(
+            make_encoder(info, cfg.get("encoder")),
+            n_actions,
+            cfg.hidden,
+            dueling=True,
+            noisy_sigma0=float(cfg.noisy_sigma0),
+            support=make_support(cfg),
+        ).to(info.device)
+        self.q_target = target_copy(self.q)
+        self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
+        self.policy = PolicyWrapper(
+            self.q, info, progress, make_exploration(cfg, info, random_frames)
+        ).to(info.device)
+        self.mask_key = info.action_mask_key
+
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        resample_noise(self.q)  # fresh noise per update, for the online and target networks
+        resample_noise(self.q_target)
+        metrics = self.learn(batch)
+        if self.count_update():
+            hard_update(self.q_target, self.q)
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """One gradient step on the cross-entropy to the projected n-step target."""
+        cfg = self.cfg
+        support = self.q.support
+        nxt = batch["next"]
+        with torch.no_grad():
+            mask = nxt.get(self.mask_key) if self.mask_key else None
+            target = rainbow_target(
+                self.q(nxt),
+                self.q_target.logits(nxt),
+                batch["reward"],
+                batch["discount"],
+                support,
+                mask,
+            )
+        logits = self.q.logits(batch)
+        action = (
+            batch["action"].long()[..., None, None].expand(*logits.shape[:-2], 1, logits.shape[-1])
+        )
+        log_p = logits.gather(-2, action).squeeze(-2).log_softmax(-1)  # [B, atoms]
+        elementwise = -(target * log_p).sum(-1)
+        loss = weighted_mean(elementwise, batch)
+        clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
+        if cfg.target_update != "hard":
+            polyak_update(self.q_target, self.q, cfg.tau)
+        q = (log_p.detach().exp() * support).sum(-1)
+        return TensorDict(loss=loss.detach(), q=q.mean(), priority=elementwise.detach())

@@ -1,0 +1,133 @@
+"""The MarineNav tools on a tiny trained run: load_trained restores the agent the run
+saved, eval_marinenav evaluates it beside the baselines and writes the grouped table,
+plot_marinenav draws its trajectories, plot_marinenav_curves draws success curves."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gpurl.train import build, load_config, load_trained
+from tools import eval_marinenav, plot_marinenav_curves
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A DQN trained for a few iterations on MarineNav, saved as a run directory."""
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = load_config(
+        [
+            "experiment=marinenav_dqn",
+            "env.num_envs=4",
+            "env.max_episode_steps=20",
+            "trainer.init_random_frames=8",
+            "trainer.batch_size=16",
+            "trainer.buffer_size=1000",
+            "trainer.utd=1",
+            "trainer.total_frames=32",
+            "trainer.eval_interval=16",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    trainer = build(cfg, run_dir)
+    summary = trainer.train()
+    assert [e["frames"] for e in summary["eval_log"]] == [16, 32]
+    assert {"success", "stage0/success", "collisions"} <= set(summary["eval_log"][-1])
+    (run_dir / "summary.json").write_text(
+        json.dumps({**summary, "config": OmegaConf.to_container(cfg)})
+    )
+    return run_dir, trainer
+
+
+def test_load_trained_restores_the_saved_agent(tiny_run):
+    run_dir, trainer = tiny_run
+    cfg, agent = load_trained(run_dir)
+    assert cfg.agent.name == "dqn" and agent.updates == trainer.agent.updates > 0
+    for a, b in zip(agent.q.parameters(), trainer.agent.q.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_load_trained_names_what_is_missing(tmp_path):
+    from gpurl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="checkpoint not found"):
+        load_trained(tmp_path)
+
+
+def test_eval_marinenav_table_groups_runs(tiny_run, tmp_path, capsys):
+    run_dir, _ = tiny_run
+    table = tmp_path / "t.md"
+    eval_marinenav.main(
+        [
+            "--policies",
+            "random",
+            "--action",
+            "discrete",
+            "--runs",
+            str(run_dir),
+            str(run_dir),
+            "--table",
+            str(table),
+            "--max-steps",
+            "50",
+        ]
+    )
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["policy"] for r in records} == {"random (discrete)", "dqn"}
+    assert len(records) == 3 * 7  # three policies x (6 stages + all)
+    text = table.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| dqn |")]
+    assert len(rows) == 7 and all(r.startswith("| dqn | 2 |") for r in rows)
+    # the same run twice: identical figures, so a zero spread
+    assert "± 0.00" in rows[-1]
+
+
+def test_table_cells_are_mean_and_spread():
+    records = [
+        {
+            "policy": "a",
+            "stage": "all",
+            "success_rate": s,
+            "travel_time_s": None,
+            "energy": None,
+            "collisions": c,
+            "timeouts": 0,
+        }
+        for s, c in ((0.9, 2), (1.0, 4))
+    ]
+    row = eval_marinenav.table(records).splitlines()[2]
+    assert row == "| a | 2 | all | 0.95 ± 0.07 | - | - | 3.00 ± 1.41 | 0.00 ± 0.00 |"
+
+
+def test_plot_tools_write_pngs(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    out = tmp_path / "traj.png"
+    subprocess.run(
+        [
+            sys.executable,
+            "tools/plot_marinenav.py",
+            "--run",
+            str(run_dir),
+            "--episode",
+            "0",
+            "--max-steps",
+            "50",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    assert out.stat().st_size > 10_000
+    plot_marinenav_curves.main([str(run_dir / "summary.json"), "--out", str(tmp_path)])
+    assert (tmp_path / "marinenav_dqn_success.png").stat().st_size > 10_000
