@@ -51,7 +51,7 @@ def scenario(args) -> dict[str, torch.Tensor]:
     return sc
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--episode", type=int, default=55, help="evaluation-set index, 0..59")
     p.add_argument("--stage", type=int, default=5, help="stage of a --cores scenario")
@@ -65,7 +65,7 @@ def main() -> None:
         "--max-steps", type=int, default=1000, help="episode limit (the protocol's 1000)"
     )
     p.add_argument("--out", required=True)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     sc = scenario(args)
     env_cls, label = MarineNavEnv, args.policy

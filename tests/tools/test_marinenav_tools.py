@@ -3,18 +3,13 @@ saved, eval_marinenav evaluates it beside the baselines and writes the grouped t
 plot_marinenav draws its trajectories, plot_marinenav_curves draws success curves."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from gpurl.train import build, load_config, load_trained
-from tools import eval_marinenav, plot_marinenav_curves
-
-ROOT = Path(__file__).resolve().parents[2]
+from tools import eval_marinenav, plot_marinenav, plot_marinenav_curves
 
 
 @pytest.fixture(scope="module")
@@ -111,10 +106,8 @@ def test_table_cells_are_mean_and_spread():
 def test_plot_tools_write_pngs(tiny_run, tmp_path):
     run_dir, _ = tiny_run
     out = tmp_path / "traj.png"
-    subprocess.run(
+    plot_marinenav.main(
         [
-            sys.executable,
-            "tools/plot_marinenav.py",
             "--run",
             str(run_dir),
             "--episode",
@@ -123,10 +116,7 @@ def test_plot_tools_write_pngs(tiny_run, tmp_path):
             "50",
             "--out",
             str(out),
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
+        ]
     )
     assert out.stat().st_size > 10_000
     plot_marinenav_curves.main([str(run_dir / "summary.json"), "--out", str(tmp_path)])
