@@ -8,7 +8,8 @@ success rate, travel time and energy (over successful episodes), collisions, tim
 
 With --table FILE it also writes one markdown table, a row per (policy, stage): runs
 of the same agent (its seeds) are grouped, each cell their mean and, with more than one
-run, +- their standard deviation.
+run, +- their standard deviation (travel time and energy over successful episodes only;
+collisions and timeouts count robots over the stage's 10 episodes).
 
     python tools/eval_marinenav.py
     python tools/eval_marinenav.py --policies scripted --action discrete
@@ -40,8 +41,6 @@ from gpurl.train import load_trained
 from gpurl.trainers.evaluation import greedy
 from gpurl.utils.provenance import gpurl_commit
 
-METRICS = ("success_rate", "travel_time_s", "energy", "collisions", "timeouts")
-
 
 def policies(args):
     """(label, action kind, policy, source) for every policy to evaluate."""
@@ -63,12 +62,15 @@ def policies(args):
     return out
 
 
-def cell(values: list) -> str:
+METRICS = ("success_rate", "travel_time_s", "energy", "collisions", "timeouts")
+DIGITS = {"success_rate": 2, "travel_time_s": 1, "energy": 0, "collisions": 1, "timeouts": 1}
+
+
+def cell(values: list, digits: int) -> str:
     values = [v for v in values if v is not None]
     if not values:
         return "-"
     mean = statistics.fmean(values)
-    digits = 2 if max(abs(v) for v in values) < 10 else 1
     if len(values) == 1:
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
@@ -87,7 +89,7 @@ def table(records: list[dict]) -> str:
     lines = [head, "|" + "---|" * 8]
     for policy, stage in order:
         rows = groups[(policy, stage)]
-        cells = [cell([r[m] for r in rows]) for m in METRICS]
+        cells = [cell([r[m] for r in rows], DIGITS[m]) for m in METRICS]
         lines.append(f"| {policy} | {len(rows)} | {stage} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

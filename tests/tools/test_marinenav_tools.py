@@ -83,7 +83,7 @@ def test_eval_marinenav_table_groups_runs(tiny_run, tmp_path, capsys):
     rows = [line for line in text.splitlines() if line.startswith("| dqn |")]
     assert len(rows) == 7 and all(r.startswith("| dqn | 2 |") for r in rows)
     # the same run twice: identical figures, so a zero spread
-    assert "± 0.00" in rows[-1]
+    assert "0.00 ± 0.00" in rows[-1]
 
 
 def test_table_cells_are_mean_and_spread():
@@ -100,7 +100,7 @@ def test_table_cells_are_mean_and_spread():
         for s, c in ((0.9, 2), (1.0, 4))
     ]
     row = eval_marinenav.table(records).splitlines()[2]
-    assert row == "| a | 2 | all | 0.95 ± 0.07 | - | - | 3.00 ± 1.41 | 0.00 ± 0.00 |"
+    assert row == "| a | 2 | all | 0.95 ± 0.07 | - | - | 3.0 ± 1.4 | 0.0 ± 0.0 |"
 
 
 def test_plot_tools_write_pngs(tiny_run, tmp_path):
