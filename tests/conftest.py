@@ -39,3 +39,26 @@ def assert_iterations_read_nothing(trainer, warmup: int = 4, steps: int = 4) -> 
             trainer.iteration()
     assert trainer.agent.updates == before + (trainer.frames - frames)
     assert reads.count == 0, reads.report()
+
+
+def small_trainer(tmp_path, overrides, device="cpu"):
+    """A trainer small enough for hot-path checks: 4 envs, 32-wide networks, 8 frames per
+    batch, updates from frame 16 on minibatches of 16."""
+    from gpurl.train import build, load_config
+
+    cfg = load_config(
+        [
+            *overrides,
+            f"device={device}",
+            "env.num_envs=4",
+            *([] if any("marinenav" in o for o in overrides) else ["env.eval_envs=2"]),
+            "agent.hidden=[32,32]",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=16",
+            "trainer.batch_size=16",
+            "trainer.buffer_size=1000",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    return build(cfg, tmp_path)

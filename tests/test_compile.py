@@ -24,6 +24,7 @@ from .conftest import iterate_without_syncs, requires_cuda
 AGENTS = {
     "dqn": ["env=cartpole", "agent=dqn"],
     "iqn": ["env=cartpole", "agent=iqn"],
+    "rainbow": ["env=cartpole", "agent=rainbow"],
     "acqin": ["env=pendulum", "agent=acqin"],
     "ddpg": ["env=pendulum", "agent=ddpg"],
     "td3": ["env=pendulum", "agent=td3", "agent.policy_delay=2"],

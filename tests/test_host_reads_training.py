@@ -3,10 +3,9 @@ extend, sample, update, target update) read nothing back to the host, for every 
 
 import pytest
 
-from gpurl.train import build, load_config
 from gpurl.utils.host_reads import count_host_reads
 
-from .conftest import iterate_without_syncs, requires_cuda
+from .conftest import iterate_without_syncs, requires_cuda, small_trainer
 
 CASES = {
     "dqn": ["env=cartpole", "agent=dqn"],
@@ -44,25 +43,6 @@ CASES = {
     "rainbow_marinenav": ["env=marinenav", "agent=rainbow", "env.max_episode_steps=20"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
 }
-
-
-def small_trainer(tmp_path, overrides, device="cpu"):
-    cfg = load_config(
-        [
-            *overrides,
-            f"device={device}",
-            "env.num_envs=4",
-            *([] if any("marinenav" in o for o in overrides) else ["env.eval_envs=2"]),
-            "agent.hidden=[32,32]",
-            "trainer.frames_per_batch=8",
-            "trainer.init_random_frames=16",
-            "trainer.batch_size=16",
-            "trainer.buffer_size=1000",
-            "logger=none",
-            "trainer.progress=false",
-        ]
-    )
-    return build(cfg, tmp_path)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -1,6 +1,6 @@
 """Rainbow (agents/rainbow.py): the categorical projection by hand (between atoms, on an
 atom, terminal transitions, the support's edges), the Double-Q target, the dueling C51
-head, noise per update, bad supports, and a hot path with no host reads."""
+head, noise per update, bad supports, and the replay it declares."""
 
 import pytest
 import torch
@@ -9,9 +9,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from gpurl.agents.rainbow import categorical_projection, rainbow_target
 from gpurl.errors import ConfigError
 from gpurl.policies.noisy import NoisyLinear
-from gpurl.train import build, load_config
 
-from .conftest import assert_iterations_read_nothing
+from .conftest import small_trainer
 
 SUPPORT = torch.tensor([-1.0, 0.0, 1.0])  # 3 atoms, spacing 1
 
@@ -79,30 +78,15 @@ def test_double_q_target_takes_the_online_choice_and_the_targets_distribution():
 
 
 def small(tmp_path, overrides=()):
-    cfg = load_config(
-        [
-            "env=marinenav",
-            "agent=rainbow",
-            *overrides,
-            "device=cpu",
-            "env.num_envs=4",
-            "env.max_episode_steps=20",
-            "agent.hidden=[32,32]",
-            "trainer.frames_per_batch=8",
-            "trainer.init_random_frames=16",
-            "trainer.batch_size=16",
-            "trainer.buffer_size=1000",
-            "logger=none",
-            "trainer.progress=false",
-        ]
+    return small_trainer(
+        tmp_path, ["env=marinenav", "agent=rainbow", "env.max_episode_steps=20", *overrides]
     )
-    return build(cfg, tmp_path)
 
 
-def test_rainbow_training_iterations_read_nothing_on_the_host(tmp_path):
-    tr = small(tmp_path)
-    assert tr.buffer.spec.prioritized and tr.buffer.spec.n_step == 3
-    assert_iterations_read_nothing(tr)
+def test_rainbow_preset_replay_is_prioritized_three_step(tmp_path):
+    spec = small(tmp_path).buffer.spec
+    assert spec.prioritized and spec.n_step == 3 and spec.alpha == 0.5  # host reads: see
+    # tests/test_host_reads_training.py (case rainbow_marinenav)
 
 
 def test_rainbow_head_is_a_distribution_and_greedy_acting_uses_no_noise(tmp_path):

@@ -55,11 +55,16 @@ class DQNAgent(Agent):
 
     def __init__(self, cfg, info, progress, random_frames: int = 0):
         super().__init__(cfg, info, progress)
-        n_actions = require_discrete(info, "dqn", "sac, td3 or ddpg, or a discrete env")
+        n_actions = require_discrete(info, self.name, "sac, td3 or ddpg, or a discrete env")
         sigma0 = float(cfg.get("noisy_sigma0") or 0.0)
         self.noisy = sigma0 > 0
         self.q = QNetwork(
-            make_encoder(info, cfg.get("encoder")), n_actions, cfg.hidden, cfg.dueling, sigma0
+            make_encoder(info, cfg.get("encoder")),
+            n_actions,
+            cfg.hidden,
+            cfg.dueling,
+            sigma0,
+            support=self.make_support(cfg),
         ).to(info.device)
         self.q_target = target_copy(self.q)
         self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
@@ -69,6 +74,10 @@ class DQNAgent(Agent):
         self.mask_key = info.action_mask_key
 
     compiled_steps = ("learn",)
+
+    def make_support(self, cfg) -> torch.Tensor | None:
+        """The return distribution's support: none (Q-values) here, C51's in Rainbow."""
+        return None
 
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
         if self.noisy:  # fresh noise per update, for the online and target networks

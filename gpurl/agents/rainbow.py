@@ -17,24 +17,9 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from gpurl.agents.base import (
-    Agent,
-    clip_and_step,
-    hard_update,
-    make_optimizer,
-    polyak_update,
-    require_discrete,
-    target_copy,
-)
-from gpurl.agents.dqn import masked_q
+from gpurl.agents.base import clip_and_step, polyak_update
+from gpurl.agents.dqn import DQNAgent, masked_q
 from gpurl.errors import ConfigError
-from gpurl.policies import (
-    PolicyWrapper,
-    QNetwork,
-    make_encoder,
-    make_exploration,
-    resample_noise,
-)
 from gpurl.trainers.replay import weighted_mean
 
 
@@ -60,13 +45,12 @@ def categorical_projection(
     return target
 
 
-def rainbow_target(q_online_next, logits_target_next, reward, discount, support, mask=None):
-    """The projected target distribution [B, atoms]: Double-Q picks a* = argmax of the
-    online net's mean Q (q_online_next [B, A]) among the legal actions of s' (mask
-    [B, A]), the target net's distribution at a* (logits_target_next [B, A, atoms]) is
-    shifted by the n-step reward and discount and projected. A state with no legal action
-    bootstraps 0."""
-    best = masked_q(q_online_next, mask).argmax(-1)
+def rainbow_target(q_choose_next, logits_target_next, reward, discount, support, mask=None):
+    """The projected target distribution [B, atoms]: a* = argmax of q_choose_next [B, A]
+    (Double-Q: the online net's mean Q) among the legal actions of s' (mask [B, A]); the
+    target net's distribution at a* (logits_target_next [B, A, atoms]) is shifted by the
+    n-step reward and discount and projected. A state with no legal action bootstraps 0."""
+    best = masked_q(q_choose_next, mask).argmax(-1)
     probs = logits_target_next.softmax(-1)
     index = best[..., None, None].expand(*best.shape, 1, probs.shape[-1])
     probs_next = probs.gather(-2, index).squeeze(-2)
@@ -75,45 +59,21 @@ def rainbow_target(q_online_next, logits_target_next, reward, discount, support,
     return categorical_projection(probs_next, reward, discount, support)
 
 
-def make_support(cfg) -> torch.Tensor:
-    atoms, v_min, v_max = int(cfg.atoms), float(cfg.v_min), float(cfg.v_max)
-    if atoms < 2 or not v_min < v_max:
-        raise ConfigError(
-            f"agent.atoms must be >= 2 and agent.v_min < agent.v_max, got atoms={atoms}, "
-            f"v_min={v_min}, v_max={v_max}"
-        )
-    return torch.linspace(v_min, v_max, atoms)
+class RainbowAgent(DQNAgent):
+    """DQN's agent (agents/dqn.py: networks, noise per update, targets, exploration) with
+    the C51 head and loss. agent/rainbow.yaml turns on the rest: dueling, noisy layers,
+    Double-Q, 3-step returns and prioritized replay."""
 
-
-class RainbowAgent(Agent):
     name = "rainbow"
-    compiled_steps = ("learn",)
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
-        n_actions = require_discrete(info, "rainbow", "sac, ddpg or acqin, or a discrete env")
-        self.q = QNetwork(
-            make_encoder(info, cfg.get("encoder")),
-            n_actions,
-            cfg.hidden,
-            dueling=True,
-            noisy_sigma0=float(cfg.noisy_sigma0),
-            support=make_support(cfg),
-        ).to(info.device)
-        self.q_target = target_copy(self.q)
-        self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
-        self.policy = PolicyWrapper(
-            self.q, info, progress, make_exploration(cfg, info, random_frames)
-        ).to(info.device)
-        self.mask_key = info.action_mask_key
-
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        resample_noise(self.q)  # fresh noise per update, for the online and target networks
-        resample_noise(self.q_target)
-        metrics = self.learn(batch)
-        if self.count_update():
-            hard_update(self.q_target, self.q)
-        return metrics
+    def make_support(self, cfg) -> torch.Tensor:
+        atoms, v_min, v_max = int(cfg.atoms), float(cfg.v_min), float(cfg.v_max)
+        if atoms < 2 or not v_min < v_max:
+            raise ConfigError(
+                f"agent.atoms must be >= 2 and agent.v_min < agent.v_max, got atoms={atoms}, "
+                f"v_min={v_min}, v_max={v_max}"
+            )
+        return torch.linspace(v_min, v_max, atoms)
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One gradient step on the cross-entropy to the projected n-step target."""
@@ -122,9 +82,14 @@ class RainbowAgent(Agent):
         nxt = batch["next"]
         with torch.no_grad():
             mask = nxt.get(self.mask_key) if self.mask_key else None
+            logits_next = self.q_target.logits(nxt)
+            if cfg.double:  # the online net picks, the target net evaluates
+                choose = self.q(nxt)
+            else:
+                choose = (logits_next.softmax(-1) * support).sum(-1)
             target = rainbow_target(
-                self.q(nxt),
-                self.q_target.logits(nxt),
+                choose,
+                logits_next,
                 batch["reward"],
                 batch["discount"],
                 support,
