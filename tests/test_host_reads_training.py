@@ -3,9 +3,12 @@ extend, sample, update, target update) read nothing back to the host, for every 
 
 import pytest
 
-from gpurl.utils.host_reads import count_host_reads
-
-from .conftest import iterate_without_syncs, requires_cuda, small_trainer
+from .conftest import (
+    assert_iterations_read_nothing,
+    iterate_without_syncs,
+    requires_cuda,
+    small_trainer,
+)
 
 CASES = {
     "dqn": ["env=cartpole", "agent=dqn"],
@@ -47,15 +50,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 def test_training_iterations_read_nothing_on_the_host(tmp_path, case):
-    trainer = small_trainer(tmp_path, CASES[case])
-    for _ in range(4):  # past the random warm-up: updates are running
-        trainer.iteration()
-    updates_before = trainer.agent.updates
-    with count_host_reads() as reads:
-        for _ in range(6):
-            trainer.iteration()
-    assert trainer.agent.updates == updates_before + 6 * 8  # utd 1: the updates did run
-    assert reads.count == 0, reads.report()
+    # past the random warm-up (4 iterations), 6 iterations of 8 frames and 8 updates each
+    assert_iterations_read_nothing(small_trainer(tmp_path, CASES[case]), warmup=4, steps=6)
 
 
 @requires_cuda
