@@ -2,6 +2,7 @@
 
     python tools/record_learning.py dqn_cartpole ppo_cartpole --seeds 0 1 2
     python tools/record_learning.py sac_pendulum --seeds 0 --out docs/bench -- trainer.utd=2
+    python tools/record_learning.py marinenav_iqn marinenav_acqin --jobs 6 -- device=cuda
 
 Each run is `python -m gpurl.train experiment=PRESET seed=S` in its own process (the
 same command a user types, so the record is what a user gets), under runs/record/.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,13 +31,25 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--out", default="docs/bench")
     p.add_argument("--suffix", default="", help="added to the record's file name")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at once (each its own process with one torch thread; on a GPU many "
+        "small runs share the device well, on a CPU keep it <= the cores)",
+    )
     args, overrides = p.parse_known_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
     overrides = [o for o in overrides if o != "--"]
     out = ROOT / args.out
     out.mkdir(parents=True, exist_ok=True)
+    queue = [(preset, seed) for preset in args.presets for seed in args.seeds]
+    running: list[tuple[str, int, Path, float, subprocess.Popen]] = []
     failed = 0
-    for preset in args.presets:
-        for seed in args.seeds:
+    while queue or running:
+        while queue and len(running) < args.jobs:
+            preset, seed = queue.pop(0)
             run_dir = ROOT / "runs" / "record" / f"{preset}_s{seed}{args.suffix}"
             shutil.rmtree(run_dir, ignore_errors=True)
             cmd = [
@@ -48,32 +62,37 @@ def main(argv=None) -> int:
                 "trainer.progress=false",
                 *overrides,
             ]
-            started = time.perf_counter()
-            rc = subprocess.run(cmd, cwd=ROOT).returncode
-            summary = run_dir / "summary.json"
-            if rc != 0 or not summary.exists():
-                failed += 1
-                print(json.dumps({"preset": preset, "seed": seed, "rc": rc}), flush=True)
-                continue
-            record = json.loads(summary.read_text())
-            record["preset"], record["overrides"] = preset, overrides
-            record["process_s"] = round(time.perf_counter() - started, 2)
-            dest = out / f"{preset}_s{seed}{args.suffix}_summary.json"
-            dest.write_text(json.dumps(record, indent=1))
-            print(
-                json.dumps(
-                    {
-                        "preset": preset,
-                        "seed": seed,
-                        "eval_return": record["eval_return"],
-                        "frames": record["frames"],
-                        "wall_time_s": record["wall_time_s"],
-                        "record": str(dest),
-                    }
-                ),
-                flush=True,
-            )
+            env = {**os.environ, "OMP_NUM_THREADS": "1"} if args.jobs > 1 else None
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+            running.append((preset, seed, run_dir, time.perf_counter(), proc))
+        time.sleep(0.5)
+        for job in [j for j in running if j[4].poll() is not None]:
+            running.remove(job)
+            failed += not _record(*job, out, args.suffix, overrides)
     return 1 if failed else 0
+
+
+def _record(preset, seed, run_dir, started, proc, out, suffix, overrides) -> bool:
+    """Copy a finished run's summary into OUT; print one JSON line either way."""
+    summary = run_dir / "summary.json"
+    if proc.returncode != 0 or not summary.exists():
+        print(json.dumps({"preset": preset, "seed": seed, "rc": proc.returncode}), flush=True)
+        return False
+    record = json.loads(summary.read_text())
+    record["preset"], record["overrides"] = preset, overrides
+    record["process_s"] = round(time.perf_counter() - started, 2)
+    dest = out / f"{preset}_s{seed}{suffix}_summary.json"
+    dest.write_text(json.dumps(record, indent=1))
+    line = {
+        "preset": preset,
+        "seed": seed,
+        "eval_return": record["eval_return"],
+        "frames": record["frames"],
+        "wall_time_s": record["wall_time_s"],
+        "record": str(dest),
+    }
+    print(json.dumps(line), flush=True)
+    return True
 
 
 if __name__ == "__main__":

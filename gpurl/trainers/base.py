@@ -45,7 +45,8 @@ class Trainer:
         self.frames = 0
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
-        # Every evaluation's full metrics (MarineNav: success, collisions... per stage).
+        # Every evaluation's full metrics (MarineNav: success, collisions... per stage)
+        # and the run's wall time when it began (earlier evaluations included).
         self.eval_log: list[dict[str, float]] = []
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
@@ -83,6 +84,7 @@ class Trainer:
                 bar.set_postfix(postfix, refresh=False)
             if self.frames >= next_eval or self.frames >= t.total_frames:
                 next_eval = _next_multiple(self.frames, t.eval_interval)
+                self.wall_time = time.perf_counter() - start  # eval_log's wall_s
                 ret = self.evaluate()
                 postfix["eval"] = f"{ret:.1f}"
                 bar.set_postfix(postfix, refresh=False)
@@ -114,7 +116,9 @@ class Trainer:
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
         self.eval_metrics = metrics
-        self.eval_log.append({"frames": self.frames, **metrics})
+        self.eval_log.append(
+            {"frames": self.frames, "wall_s": round(self.wall_time, 2), **metrics}
+        )
         if self.logger is not None:
             for k, v in metrics.items():
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
