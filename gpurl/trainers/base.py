@@ -116,9 +116,7 @@ class Trainer:
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
         self.eval_metrics = metrics
-        self.eval_log.append(
-            {"frames": self.frames, "wall_s": round(self.wall_time, 2), **metrics}
-        )
+        self.eval_log.append({"frames": self.frames, "wall_s": round(self.wall_time, 2), **metrics})
         if self.logger is not None:
             for k, v in metrics.items():
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
