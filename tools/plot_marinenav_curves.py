@@ -6,6 +6,11 @@ evaluation, their mean, the scripted baseline's success (0.90 discrete, 0.88
 continuous: tools/eval_marinenav.py) and the curriculum's stage boundaries.
 
     python tools/plot_marinenav_curves.py docs/bench/marinenav_*_summary.json --out docs
+    python tools/plot_marinenav_curves.py docs/bench/gpu/*_h100_summary.json --out docs \
+        --suffix _h100 --scripted 0.92 0.92   # the baseline as evaluated on that device
+
+The scripted baseline differs by device (the env's in-episode noise comes from the
+device's generator): pass the figure eval_marinenav printed there with --scripted.
 """
 
 from __future__ import annotations
@@ -32,7 +37,17 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("records", nargs="+", help="summary.json files")
     p.add_argument("--out", default=".", help="folder for marinenav_<agent>_success.png")
+    p.add_argument("--suffix", default="", help="added to the file names")
+    p.add_argument(
+        "--scripted",
+        nargs=2,
+        type=float,
+        default=[SCRIPTED["marinenav"], SCRIPTED["marinenav_continuous"]],
+        metavar=("DISCRETE", "CONTINUOUS"),
+        help="the scripted baseline's success to draw (default: the CPU figures)",
+    )
     args = p.parse_args(argv)
+    scripted = dict(zip(SCRIPTED, args.scripted, strict=True))
     by_agent: dict[str, list[dict]] = defaultdict(list)
     for path in args.records:
         record = json.loads(Path(path).read_text())
@@ -53,7 +68,7 @@ def main(argv=None) -> None:
             mean = [sum(v) / len(v) for v in zip(*(c[1] for c in curves), strict=True)]
             ax.plot(curves[0][0], mean, color="k", lw=2, label="mean")
         env = records[0]["env"]
-        ax.axhline(SCRIPTED.get(env, 0.9), color="gray", ls="--", lw=1, label="scripted")
+        ax.axhline(scripted.get(env, 0.9), color="gray", ls="--", lw=1, label="scripted")
         for row in records[0].get("config", {}).get("env", {}).get("curriculum", [])[1:]:
             ax.axvline(row["from_step"], color="gray", lw=0.5, alpha=0.5)
         ax.set_ylim(-0.02, 1.02)
@@ -62,7 +77,7 @@ def main(argv=None) -> None:
         ax.set_title(f"{agent} on {env}")
         ax.legend(fontsize=8, loc="upper left")
         fig.tight_layout()
-        path = out / f"marinenav_{agent}_success.png"
+        path = out / f"marinenav_{agent}_success{args.suffix}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         print(path)

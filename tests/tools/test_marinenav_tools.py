@@ -122,3 +122,6 @@ def test_plot_tools_write_pngs(tiny_run, tmp_path):
     assert out.stat().st_size > 10_000
     plot_marinenav_curves.main([str(run_dir / "summary.json"), "--out", str(tmp_path)])
     assert (tmp_path / "marinenav_dqn_success.png").stat().st_size > 10_000
+    args = [str(run_dir / "summary.json"), "--out", str(tmp_path), "--suffix", "_gpu"]
+    plot_marinenav_curves.main([*args, "--scripted", "0.92", "0.92"])
+    assert (tmp_path / "marinenav_dqn_success_gpu.png").stat().st_size > 10_000
