@@ -5,7 +5,8 @@ quantile critic on (state, action).
     critic  Z_tau(s, a) = MLP(phi(tau) * f(s) -> width, times g(a)) -> 1 per quantile,
             phi(tau) = ReLU(Linear(cos(pi i tau))), g(a) = ReLU(Linear(a))
     critic loss  quantile Huber of Z_tau(s, a) against r + discount Z'_tau'(s', mu'(s'))
-    actor loss   -mean over quantiles of Z_tau(s, mu(s))
+    actor loss   -mean over quantiles of Z_tau(s, mu(s)), tau ~ U(0, alpha): the mean
+                 return for alpha = 1, CVaR_alpha (risk-averse) for alpha < 1
 
 Polyak or hard target copies of both networks (hard by default, the spec's). The actor
 maximises the critic's mean return, so with a critic that rises in the action it moves
@@ -107,7 +108,10 @@ class ACIQNAgent(Agent):
         clip_and_step(
             self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
         )
-        z_actor = self.critic(batch, self.actor(batch), self._taus(batch, int(cfg.quantiles)))
+        # The actor maximises CVaR_alpha of the return (alpha = agent.actor_cvar): the mean
+        # over fractions drawn from (0, alpha), the lower tail; alpha = 1 is the mean.
+        actor_taus = self._taus(batch, int(cfg.quantiles)) * float(cfg.get("actor_cvar", 1.0))
+        z_actor = self.critic(batch, self.actor(batch), actor_taus)
         actor_loss = -weighted_mean(z_actor.mean(-1), batch)
         clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":

@@ -76,12 +76,15 @@ class QuantileNetwork(nn.Module):
 
     kind = "q"
 
-    def __init__(self, encoder, n_actions: int, hidden=(128, 128), cos_embed=64, act_quantiles=32):
+    def __init__(
+        self, encoder, n_actions: int, hidden=(128, 128), cos_embed=64, act_quantiles=32, act_cvar=1.0
+    ):
         super().__init__()
         self.encoder = encoder
         self.tau_embed = QuantileEmbedding(encoder.out_features, cos_embed)
         self.head = mlp(encoder.out_features, n_actions, hidden)
         self.act_quantiles = int(act_quantiles)
+        self.act_cvar = float(act_cvar)
 
     def quantiles(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
         return self.head(feature.unsqueeze(-2) * self.tau_embed(taus))  # [..., N, A]
@@ -95,7 +98,7 @@ class QuantileNetwork(nn.Module):
             taus = (torch.arange(k, device=feature.device) + 0.5) / k
         else:
             taus = torch.rand(k, device=feature.device)
-        return self.quantiles(feature, taus).mean(-2)
+        return self.quantiles(feature, taus * self.act_cvar).mean(-2)
 
 
 class IQNAgent(Agent):
