@@ -74,3 +74,52 @@ def test_acqin_training_iterations_read_nothing_on_the_host(tmp_path, overrides)
         ]
     )
     assert_iterations_read_nothing(build(cfg, tmp_path))
+
+
+class SpreadCritic(torch.nn.Module):
+    """Z_tau(s, a) = (tau - 0.5) a_0: pushing a_0 up widens the return's spread around 0,
+    so the mean is indifferent to a_0 and any lower tail (alpha <= 0.5) falls with it."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(()))
+        self.taus = []
+
+    def forward(self, obs, action, taus):
+        self.taus.append(taus)
+        return (taus - 0.5) * action[..., :1] + self.w * taus
+
+
+def test_actor_cvar_moves_the_actor_to_the_lower_tail(tmp_path):
+    """With agent.actor_cvar = 0.25 the actor's fractions lie in (0, 0.25) (the critic's
+    own still span (0, 1)), and its step lowers a_0, the action that widens the spread."""
+    cfg = load_config(
+        [
+            "agent=acqin",
+            "env=pendulum",
+            "env.eval_envs=2",
+            "device=cpu",
+            "env.num_envs=4",
+            "agent.hidden=[32]",
+            "agent.critic_width=32",
+            "agent.critic_hidden=[32]",
+            "agent.actor_cvar=0.25",
+            "agent.quantiles=64",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=16",
+            "trainer.batch_size=16",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    trainer = build(cfg, tmp_path)
+    for _ in range(3):
+        trainer.iteration()
+    agent = trainer.agent
+    agent.critic = SpreadCritic()
+    batch = trainer.buffer.sample(trainer.progress)
+    before = agent.actor(batch)[..., 0].detach()
+    agent.learn(batch)
+    critic_taus, actor_taus = agent.critic.taus
+    assert critic_taus.max() > 0.25 and actor_taus.max() < 0.25 and actor_taus.min() > 0
+    assert (agent.actor(batch)[..., 0] < before).float().mean() > 0.9

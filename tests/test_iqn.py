@@ -1,11 +1,13 @@
 """IQN (agents/iqn.py): the quantile Huber loss by hand, the greedy-by-mean target under
-an action mask, deterministic greedy evaluation, and a hot path with no host reads."""
+an action mask, deterministic greedy evaluation (risk-neutral and CVaR), and a hot path
+with no host reads."""
 
 import pytest
 import torch
+from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from gpurl.agents.iqn import iqn_target, quantile_huber_loss
+from gpurl.agents.iqn import QuantileNetwork, iqn_target, quantile_huber_loss
 from gpurl.train import build, load_config
 
 from .conftest import assert_iterations_read_nothing
@@ -95,3 +97,48 @@ def test_iqn_greedy_action_is_deterministic(tmp_path):
     assert torch.equal(a, b)
     q = tr.agent.z(td)
     assert q.shape[-1] == 25 and torch.isfinite(q).all()
+
+
+class TwoActionQuantiles(QuantileNetwork):
+    """Z_tau(s, 0) = 1 (certain), Z_tau(s, 1) = 4 tau - 0.5 (mean 1.5, a long lower tail)."""
+
+    def __init__(self, eval_cvar: float):
+        super().__init__(Feature(), 2, hidden=(), act_quantiles=4, eval_cvar=eval_cvar)
+        self.seen = None
+
+    def quantiles(self, feature, taus):
+        self.seen = taus
+        z = torch.stack((torch.ones_like(taus), 4 * taus - 0.5), -1)
+        return z.expand(*feature.shape[:-1], *z.shape)
+
+
+class Feature(torch.nn.Module):
+    out_features = 1
+
+    def forward(self, obs):
+        return torch.ones(*obs.batch_size, 1)
+
+
+def test_eval_cvar_picks_the_risk_averse_action_in_greedy_evaluation():
+    obs = TensorDict({}, batch_size=[3])
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        neutral = TwoActionQuantiles(eval_cvar=1.0)
+        q = neutral(obs)
+        torch.testing.assert_close(neutral.seen, torch.tensor([0.125, 0.375, 0.625, 0.875]))
+        # means over the midpoints: 1 and 4 * 0.5 - 0.5 = 1.5: the risky action wins
+        torch.testing.assert_close(q, torch.tensor([[1.0, 1.5]] * 3))
+        averse = TwoActionQuantiles(eval_cvar=0.25)
+        q = averse(obs)
+        # midpoints of (0, 0.25): mean tau 0.125, so action 1 is worth 0: the certain one wins
+        torch.testing.assert_close(averse.seen, torch.tensor([1, 3, 5, 7]) / 32)
+        torch.testing.assert_close(q, torch.tensor([[1.0, 0.0]] * 3))
+    # collection (exploration on) samples fractions over all of (0, 1) whatever eval_cvar
+    torch.manual_seed(0)
+    with set_exploration_type(ExplorationType.RANDOM):
+        averse(TensorDict({}, batch_size=[1]))
+    assert averse.seen.max() > 0.25
+
+
+def test_eval_cvar_reaches_the_network_from_the_config(tmp_path):
+    tr = small(tmp_path, ["env=cartpole", "agent.eval_cvar=0.25"])
+    assert tr.agent.z.eval_cvar == 0.25

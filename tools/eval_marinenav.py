@@ -14,6 +14,11 @@ collisions and timeouts count robots over the stage's 10 episodes).
     python tools/eval_marinenav.py
     python tools/eval_marinenav.py --policies scripted --action discrete
     python tools/eval_marinenav.py --runs runs/record/marinenav_iqn_s* --table /tmp/t.md
+
+--cvar A [B ...] evaluates every IQN run once per risk level (its greedy action maximises
+CVaR_A of the return, agent.eval_cvar; 1 is the mean). Choose a level on scenarios the
+protocol never uses (--scenario-seed other than 253), then report it on the fixed set:
+    python tools/eval_marinenav.py --policies --runs R --cvar 1 0.5 0.25 --scenario-seed 1253
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import torchrl
 
 from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
 from gpurl.envs.marinenav.evaluation import (
+    EVAL_SEED,
     evaluation_scenarios,
     make_eval_env,
     run_episodes,
@@ -58,7 +64,16 @@ def policies(args):
         if not cfg.env.name.startswith("marinenav"):
             raise ConfigError(f"{run} trained on env={cfg.env.name}, not MarineNav")
         action = "continuous" if cfg.env.name == "marinenav_continuous" else "discrete"
-        out.append((cfg.agent.name, action, greedy(agent.policy), str(run)))
+        if not args.cvar:
+            out.append((cfg.agent.name, action, greedy(agent.policy), str(run)))
+            continue
+        if cfg.agent.name != "iqn":
+            raise ConfigError(f"--cvar applies to IQN runs; {run} is agent={cfg.agent.name}")
+        for alpha in args.cvar:
+            # each its own copy: the policies are played one after the other
+            _, risk_agent = load_trained(run, args.device)
+            risk_agent.z.eval_cvar = alpha
+            out.append((f"iqn cvar {alpha:g}", action, greedy(risk_agent.policy), str(run)))
     return out
 
 
@@ -106,12 +121,27 @@ def main(argv=None) -> None:
         default=1000,
         help="episode limit: the protocol's 1000; less for quick checks",
     )
+    p.add_argument(
+        "--cvar",
+        nargs="*",
+        type=float,
+        default=[],
+        help="IQN runs: evaluate at each of these risk levels (agent.eval_cvar, in (0, 1])",
+    )
+    p.add_argument(
+        "--scenario-seed",
+        type=int,
+        default=EVAL_SEED,
+        help=f"the scenarios' seed: the protocol's {EVAL_SEED}; another for a validation set",
+    )
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch threads (0: leave as is)")
     args = p.parse_args(argv)
+    if any(not 0 < a <= 1 for a in args.cvar):
+        p.error(f"--cvar levels must lie in (0, 1], got {args.cvar}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    scenarios = evaluation_scenarios()
+    scenarios = evaluation_scenarios(seed=args.scenario_seed)
     envs = {
         kind: make_eval_env(cls, device=args.device, max_episode_steps=args.max_steps)
         for kind, cls in (("discrete", MarineNavEnv), ("continuous", MarineNavContinuousEnv))
@@ -120,7 +150,7 @@ def main(argv=None) -> None:
     commit = gpurl_commit()
     for label, action, policy, source in policies(args):
         begin = time.perf_counter()
-        metrics = run_episodes(envs[action], policy, scenarios)
+        metrics = run_episodes(envs[action], policy, scenarios, seed=args.scenario_seed)
         wall = time.perf_counter() - begin
         for row in summarize(metrics):
             record = {
@@ -128,6 +158,7 @@ def main(argv=None) -> None:
                 "policy": label,
                 "action": action,
                 "run": source,
+                "scenario_seed": args.scenario_seed,
                 **row,
                 "wall_s": round(wall, 2),
                 "device": args.device,

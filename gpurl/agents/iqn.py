@@ -8,7 +8,9 @@ batch; evenly spaced midpoints in greedy evaluation, so evaluation is determinis
 and learns from N online x N' target quantile samples with the quantile Huber loss.
 The target is the standard one: the next action greedy by the target network's mean
 over its quantiles (under the action mask), not a per-quantile max. Hard target copies
-by default (the MarineNav spec's).
+by default (the MarineNav spec's). Greedy evaluation can be risk-averse: with
+agent.eval_cvar = alpha < 1 it acts on CVaR_alpha, the mean of the quantiles at fractions
+in (0, alpha) (Dabney et al.'s risk-sensitive policies; the MarineNav source's `cvar`).
 """
 
 from __future__ import annotations
@@ -77,14 +79,20 @@ class QuantileNetwork(nn.Module):
     kind = "q"
 
     def __init__(
-        self, encoder, n_actions: int, hidden=(128, 128), cos_embed=64, act_quantiles=32, act_cvar=1.0
+        self,
+        encoder,
+        n_actions: int,
+        hidden=(128, 128),
+        cos_embed=64,
+        act_quantiles=32,
+        eval_cvar=1.0,
     ):
         super().__init__()
         self.encoder = encoder
         self.tau_embed = QuantileEmbedding(encoder.out_features, cos_embed)
         self.head = mlp(encoder.out_features, n_actions, hidden)
         self.act_quantiles = int(act_quantiles)
-        self.act_cvar = float(act_cvar)
+        self.eval_cvar = float(eval_cvar)
 
     def quantiles(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
         return self.head(feature.unsqueeze(-2) * self.tau_embed(taus))  # [..., N, A]
@@ -94,11 +102,14 @@ class QuantileNetwork(nn.Module):
         k = self.act_quantiles
         # One set of K fractions per call, shared by every row: the embedding then costs
         # K rows instead of rows x K.
-        if exploration_type() == ExplorationType.DETERMINISTIC:  # midpoints: deterministic
-            taus = (torch.arange(k, device=feature.device) + 0.5) / k
+        if exploration_type() == ExplorationType.DETERMINISTIC:
+            # Greedy evaluation: evenly spaced midpoints (deterministic) over (0, eval_cvar),
+            # so the action maximises CVaR_eval_cvar of the return, the mean of its lowest
+            # eval_cvar fraction (1: the mean, risk-neutral; less: risk-averse).
+            taus = (torch.arange(k, device=feature.device) + 0.5) / k * self.eval_cvar
         else:
             taus = torch.rand(k, device=feature.device)
-        return self.quantiles(feature, taus * self.act_cvar).mean(-2)
+        return self.quantiles(feature, taus).mean(-2)
 
 
 class IQNAgent(Agent):
@@ -114,6 +125,7 @@ class IQNAgent(Agent):
             cfg.hidden,
             int(cfg.cos_embed),
             int(cfg.act_quantiles),
+            float(cfg.get("eval_cvar", 1.0)),
         ).to(info.device)
         self.z_target = target_copy(self.z)
         self.optimizer = make_optimizer(self.z.parameters(), cfg.lr)

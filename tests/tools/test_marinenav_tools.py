@@ -125,3 +125,41 @@ def test_plot_tools_write_pngs(tiny_run, tmp_path):
     args = [str(run_dir / "summary.json"), "--out", str(tmp_path), "--suffix", "_gpu"]
     plot_marinenav_curves.main([*args, "--scripted", "0.92", "0.92"])
     assert (tmp_path / "marinenav_dqn_success_gpu.png").stat().st_size > 10_000
+
+
+def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):
+    """--cvar evaluates an IQN run once per risk level, on the scenarios of
+    --scenario-seed; a run of another agent is refused with a clear message."""
+    cfg = load_config(
+        [
+            "experiment=marinenav_iqn",
+            "env.num_envs=4",
+            "env.max_episode_steps=20",
+            "agent.hidden=[32]",
+            "trainer.init_random_frames=8",
+            "trainer.batch_size=16",
+            "trainer.buffer_size=1000",
+            "trainer.total_frames=16",
+            "trainer.eval_interval=16",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    (tmp_path / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
+    build(cfg, tmp_path).train()
+    args = ["--policies", "--runs", str(tmp_path), "--max-steps", "20", "--scenario-seed", "7"]
+    eval_marinenav.main([*args, "--cvar", "1", "0.25"])
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["policy"] for r in records if r["stage"] == "all"] == ["iqn cvar 1", "iqn cvar 0.25"]
+    assert {r["scenario_seed"] for r in records} == {7}
+    with pytest.raises(SystemExit):
+        eval_marinenav.main([*args, "--cvar", "0"])
+
+
+def test_eval_marinenav_cvar_refuses_other_agents(tiny_run):
+    from gpurl.errors import ConfigError
+
+    run_dir, _ = tiny_run
+    with pytest.raises(ConfigError, match="--cvar applies to IQN runs"):
+        eval_marinenav.main(["--policies", "--runs", str(run_dir), "--cvar", "0.5"])
