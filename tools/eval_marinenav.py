@@ -19,6 +19,10 @@ collisions and timeouts count robots over the stage's 10 episodes).
 CVaR_A of the return, agent.eval_cvar; 1 is the mean). Choose a level on scenarios the
 protocol never uses (--scenario-seed other than 253), then report it on the fixed set:
     python tools/eval_marinenav.py --policies --runs R --cvar 1 0.5 0.25 --scenario-seed 1253
+
+For AC-IQN runs --cvar goes with --search G: the critic picks, by CVaR_A, among the
+actor's action and a G x G grid (agent.eval_search); --search 0 evaluates the actor alone.
+    python tools/eval_marinenav.py --policies --runs R --search 0 5 --cvar 1 0.25
 """
 
 from __future__ import annotations
@@ -64,16 +68,28 @@ def policies(args):
         if not cfg.env.name.startswith("marinenav"):
             raise ConfigError(f"{run} trained on env={cfg.env.name}, not MarineNav")
         action = "continuous" if cfg.env.name == "marinenav_continuous" else "discrete"
-        if not args.cvar:
-            out.append((cfg.agent.name, action, greedy(agent.policy), str(run)))
+        name = cfg.agent.name
+        if not args.cvar and args.search is None:
+            out.append((name, action, greedy(agent.policy), str(run)))
             continue
-        if cfg.agent.name != "iqn":
-            raise ConfigError(f"--cvar applies to IQN runs; {run} is agent={cfg.agent.name}")
-        for alpha in args.cvar:
-            # each its own copy: the policies are played one after the other
-            _, risk_agent = load_trained(run, args.device)
-            risk_agent.z.eval_cvar = alpha
-            out.append((f"iqn cvar {alpha:g}", action, greedy(risk_agent.policy), str(run)))
+        if name == "iqn" and args.search is None:
+            for alpha in args.cvar:
+                # each its own copy: the policies are played one after the other
+                _, risk_agent = load_trained(run, args.device)
+                risk_agent.z.eval_cvar = alpha
+                out.append((f"iqn cvar {alpha:g}", action, greedy(risk_agent.policy), str(run)))
+            continue
+        if name != "acqin" or args.search is None:
+            raise ConfigError(
+                f"--cvar applies to IQN runs, --search (with --cvar) to AC-IQN runs; "
+                f"{run} is agent={name}"
+            )
+        for grid in args.search:
+            for alpha in (args.cvar or [1.0]) if grid else [1.0]:  # the actor: no level
+                _, checked = load_trained(run, args.device)
+                checked.search.set_search(grid, alpha)
+                label = f"acqin search {grid} cvar {alpha:g}" if grid else "acqin actor"
+                out.append((label, action, greedy(checked.policy), str(run)))
     return out
 
 
@@ -129,6 +145,13 @@ def main(argv=None) -> None:
         help="IQN runs: evaluate at each of these risk levels (agent.eval_cvar, in (0, 1])",
     )
     p.add_argument(
+        "--search",
+        nargs="*",
+        type=int,
+        help="AC-IQN runs: grid points per action dimension for the critic's pick "
+        "(agent.eval_search; 0: the actor alone), each with every --cvar level",
+    )
+    p.add_argument(
         "--scenario-seed",
         type=int,
         default=EVAL_SEED,
@@ -139,6 +162,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if any(not 0 < a <= 1 for a in args.cvar):
         p.error(f"--cvar levels must lie in (0, 1], got {args.cvar}")
+    if args.search is not None and any(g < 0 or g == 1 for g in args.search):
+        p.error(f"--search takes 0 (the actor alone) or >= 2 grid points, got {args.search}")
     if args.threads:
         torch.set_num_threads(args.threads)
     scenarios = evaluation_scenarios(seed=args.scenario_seed)

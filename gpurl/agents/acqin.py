@@ -11,6 +11,12 @@ quantile critic on (state, action).
 Polyak or hard target copies of both networks (hard by default, the spec's). The actor
 maximises the critic's mean return, so with a critic that rises in the action it moves
 its output up (tests/test_acqin.py checks the direction).
+
+Greedy evaluation can check the actor with the critic (agent.eval_search = G > 0): the
+actor's action and the G^d points of a grid over [-1, 1]^d are scored by the critic's
+CVaR_eval_cvar (midpoint fractions in (0, eval_cvar)) and the best is taken. The actor
+trails the critic it climbs; the grid lets the critic overrule it where it has gone
+astray. Collection always acts with the actor alone.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
+from torchrl.envs.utils import ExplorationType, exploration_type
 
 from gpurl.agents.base import (
     Agent,
@@ -29,6 +36,7 @@ from gpurl.agents.base import (
     target_copy,
 )
 from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss
+from gpurl.errors import ConfigError
 from gpurl.policies import (
     DeterministicActor,
     PolicyWrapper,
@@ -51,9 +59,54 @@ class QuantileCritic(nn.Module):
         self.head = mlp(width, 1, hidden)
 
     def forward(self, obs: TensorDictBase, action: torch.Tensor, taus: torch.Tensor):
-        feature = self.encoder(obs).unsqueeze(-2)  # [..., 1, F]
-        x = self.state(feature * self.tau_embed(taus)) * self.action(action).unsqueeze(-2)
-        return self.head(x).squeeze(-1)  # [..., N]
+        return self.quantiles(self.encoder(obs), action, taus)
+
+    def quantiles(self, feature, action, taus) -> torch.Tensor:
+        """From the state feature [..., F]: Z_tau [..., N] (broadcasting, so a feature
+        [..., 1, F] against actions [..., C, d] and taus [N] scores C actions [..., C, N])."""
+        x = self.state(feature.unsqueeze(-2) * self.tau_embed(taus))  # [..., N, W]
+        return self.head(x * self.action(action).unsqueeze(-2)).squeeze(-1)
+
+
+class CriticCheckedActor(nn.Module):
+    """The policy network of AC-IQN: the actor, and in greedy evaluation with grid > 0
+    the best by the critic's CVaR_cvar among the actor's action and a grid of grid^d
+    actions over [-1, 1]^d. The actor and critic are the agent's, not copies."""
+
+    kind = "deterministic"
+
+    def __init__(self, actor, critic, grid: int = 0, cvar: float = 1.0, quantiles: int = 32):
+        super().__init__()
+        # Held outside the module tree: the agent saves them under their own names.
+        self._nets = (actor, critic)
+        self.quantiles = int(quantiles)
+        self.set_search(grid, cvar)
+
+    def set_search(self, grid: int, cvar: float) -> None:
+        grid, cvar = int(grid), float(cvar)
+        if grid < 0 or grid == 1:
+            raise ConfigError(f"agent.eval_search must be 0 (off) or >= 2 points, got {grid}")
+        if not 0 < cvar <= 1:
+            raise ConfigError(f"agent.eval_cvar must lie in (0, 1], got {cvar}")
+        actor, critic = self._nets
+        device = next(actor.parameters()).device
+        dim = critic.action[0].in_features
+        axis = torch.linspace(-1.0, 1.0, max(grid, 2), device=device)
+        self.grid = torch.cartesian_prod(*[axis] * dim).reshape(-1, dim) if grid else None
+        k = self.quantiles
+        self.taus = (torch.arange(k, device=device) + 0.5) / k * cvar
+
+    def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        actor, critic = self._nets
+        action = actor(obs)
+        if self.grid is None or exploration_type() != ExplorationType.DETERMINISTIC:
+            return action
+        grid = self.grid.expand(*action.shape[:-1], *self.grid.shape)
+        candidates = torch.cat([action.unsqueeze(-2), grid], -2)  # [..., 1 + G^d, d]
+        feature = critic.encoder(obs).unsqueeze(-2)
+        score = critic.quantiles(feature, candidates, self.taus).mean(-1)  # [..., C]
+        best = score.argmax(-1)[..., None, None].expand(*action.shape[:-1], 1, action.shape[-1])
+        return candidates.gather(-2, best).squeeze(-2)
 
 
 class ACIQNAgent(Agent):
@@ -77,9 +130,20 @@ class ACIQNAgent(Agent):
         self.actor_target, self.critic_target = target_copy(self.actor), target_copy(self.critic)
         self.actor_optimizer = make_optimizer(self.actor.parameters(), cfg.actor_lr)
         self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
+        self.search = CriticCheckedActor(
+            self.actor,
+            self.critic,
+            int(cfg.get("eval_search", 0)),
+            float(cfg.get("eval_cvar", 1.0)),
+        )
         self.policy = PolicyWrapper(
-            self.actor, info, progress, make_exploration(cfg, info, random_frames)
+            self.search, info, progress, make_exploration(cfg, info, random_frames)
         ).to(device)
+
+    def modules(self):
+        # The policy's parameters are the actor's (saved as "actor"): leaving it out keeps
+        # checkpoints the same with and without the evaluation search.
+        return {k: m for k, m in super().modules().items() if k not in ("policy", "search")}
 
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
         metrics = self.learn(batch)

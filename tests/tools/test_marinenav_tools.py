@@ -157,6 +157,45 @@ def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):
         eval_marinenav.main([*args, "--cvar", "0"])
 
 
+def test_eval_marinenav_search_on_an_acqin_run(tmp_path, capsys):
+    """--search G --cvar A evaluates an AC-IQN run with the critic's pick among the
+    actor's action and a G x G grid, once per (G, A); --search 0 is the actor alone;
+    --cvar without --search is refused for AC-IQN (it would change nothing)."""
+    from gpurl.errors import ConfigError
+
+    cfg = load_config(
+        [
+            "experiment=marinenav_acqin",
+            "env.num_envs=4",
+            "env.max_episode_steps=20",
+            "agent.hidden=[32]",
+            "agent.critic_width=32",
+            "agent.critic_hidden=[32]",
+            "trainer.init_random_frames=8",
+            "trainer.batch_size=16",
+            "trainer.buffer_size=1000",
+            "trainer.total_frames=16",
+            "trainer.eval_interval=16",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    (tmp_path / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
+    build(cfg, tmp_path).train()
+    args = ["--policies", "--runs", str(tmp_path), "--max-steps", "5"]
+    eval_marinenav.main([*args, "--search", "0", "2", "--cvar", "0.25"])
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["policy"] for r in records if r["stage"] == "all"] == [
+        "acqin actor",
+        "acqin search 2 cvar 0.25",
+    ]
+    with pytest.raises(ConfigError, match="--search"):
+        eval_marinenav.main([*args, "--cvar", "0.25"])
+    with pytest.raises(SystemExit):
+        eval_marinenav.main([*args, "--search", "1"])
+
+
 def test_eval_marinenav_cvar_refuses_other_agents(tiny_run):
     from gpurl.errors import ConfigError
 
