@@ -127,15 +127,15 @@ def test_plot_tools_write_pngs(tiny_run, tmp_path):
     assert (tmp_path / "marinenav_dqn_success_gpu.png").stat().st_size > 10_000
 
 
-def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):
-    """--cvar evaluates an IQN run once per risk level, on the scenarios of
-    --scenario-seed; a run of another agent is refused with a clear message."""
+def train_tiny_preset(run_dir, preset: str, *overrides: str) -> None:
+    """16 frames of experiment=<preset> with small networks, saved as a run directory."""
     cfg = load_config(
         [
-            "experiment=marinenav_iqn",
+            f"experiment={preset}",
             "env.num_envs=4",
             "env.max_episode_steps=20",
             "agent.hidden=[32]",
+            *overrides,
             "trainer.init_random_frames=8",
             "trainer.batch_size=16",
             "trainer.buffer_size=1000",
@@ -145,9 +145,15 @@ def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):
             "trainer.progress=false",
         ]
     )
-    (tmp_path / ".hydra").mkdir()
-    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
-    build(cfg, tmp_path).train()
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    build(cfg, run_dir).train()
+
+
+def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):
+    """--cvar evaluates an IQN run once per risk level, on the scenarios of
+    --scenario-seed; a run of another agent is refused with a clear message."""
+    train_tiny_preset(tmp_path, "marinenav_iqn")
     args = ["--policies", "--runs", str(tmp_path), "--max-steps", "20", "--scenario-seed", "7"]
     eval_marinenav.main([*args, "--cvar", "1", "0.25"])
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -163,26 +169,9 @@ def test_eval_marinenav_search_on_an_acqin_run(tmp_path, capsys):
     --cvar without --search is refused for AC-IQN (it would change nothing)."""
     from gpurl.errors import ConfigError
 
-    cfg = load_config(
-        [
-            "experiment=marinenav_acqin",
-            "env.num_envs=4",
-            "env.max_episode_steps=20",
-            "agent.hidden=[32]",
-            "agent.critic_width=32",
-            "agent.critic_hidden=[32]",
-            "trainer.init_random_frames=8",
-            "trainer.batch_size=16",
-            "trainer.buffer_size=1000",
-            "trainer.total_frames=16",
-            "trainer.eval_interval=16",
-            "logger=none",
-            "trainer.progress=false",
-        ]
+    train_tiny_preset(
+        tmp_path, "marinenav_acqin", "agent.critic_width=32", "agent.critic_hidden=[32]"
     )
-    (tmp_path / ".hydra").mkdir()
-    OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")
-    build(cfg, tmp_path).train()
     args = ["--policies", "--runs", str(tmp_path), "--max-steps", "5"]
     eval_marinenav.main([*args, "--search", "0", "2", "--cvar", "0.25"])
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
