@@ -123,6 +123,28 @@ def test_compiled_collector_acts_as_the_eager_one(tmp_path):
     assert full.frames > 0
 
 
+@pytest.mark.slow
+def test_compiled_acqin_collector_with_the_eval_search(tmp_path):
+    """AC-IQN's policy network holds its actor and critic (CriticCheckedActor): compiled
+    collection on MarineNav (agent compiled, env eager) traces them and acts as eager."""
+    overrides = [
+        "agent=acqin",
+        "env=marinenav_continuous",
+        "env.max_episode_steps=20",
+        "agent.eval_search=3",
+        "agent.critic_width=32",
+        "agent.critic_hidden=[32]",
+    ]
+    greedy = ["agent.epsilon_start=0", "agent.epsilon_end=0", "trainer.init_random_frames=0"]
+    greedy += ["env.eval_envs=60"]  # MarineNav's fixed evaluation set
+    eager = trainer(tmp_path / "eager", overrides, last=greedy)
+    full = trainer(tmp_path / "full", overrides, ["compile=full", "compile.env=false"], last=greedy)
+    a, b = eager.collector.rollout().clone(), full.collector.rollout().clone()
+    torch.testing.assert_close(b["agents", "action"], a["agents", "action"], rtol=1e-5, atol=1e-5)
+    full.iteration()
+    assert full.frames > 0
+
+
 def test_compile_bad_input_is_one_line():
     with pytest.raises(ConfigError, match="compile.cudagraphs needs a CUDA device"):
         CompileSpec.from_config({"cudagraphs": True}, "cpu")

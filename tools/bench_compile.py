@@ -398,9 +398,13 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     device = torch.device(args.device)
     on_policy = "trainer=on_policy" in AGENT_CASES[agent]
     preset = agent.startswith("marinenav_")  # the preset's networks and batch size
+    # MarineNav's step has no pure core for compile_env: compile the agent, not the env.
+    compile_overrides = AGENT_MODES[mode] + (
+        ["compile.env=false"] if preset and "compile=full" in AGENT_MODES[mode] else []
+    )
     overrides = [
         *AGENT_CASES[agent],
-        *AGENT_MODES[mode],
+        *compile_overrides,
         f"device={device}",
         f"env.num_envs={num_envs}",
         *([] if preset else ["env.eval_envs=2", f"agent.hidden=[{args.hidden},{args.hidden}]"]),
@@ -435,7 +439,7 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
         "agent": agent,
         "env": tr.meta["env"],
         "mode": mode,
-        "compile": AGENT_MODES[mode],
+        "compile": compile_overrides,
         "num_envs": num_envs,
         "batch_size": batch.numel(),
         "hidden": list(cfg.agent.hidden),

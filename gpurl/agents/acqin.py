@@ -77,8 +77,9 @@ class CriticCheckedActor(nn.Module):
 
     def __init__(self, actor, critic, grid: int = 0, cvar: float = 1.0, quantiles: int = 32):
         super().__init__()
-        # Held outside the module tree: the agent saves them under their own names.
-        self._nets = (actor, critic)
+        # Registered, so that a compiled policy (functional_call over its parameters and
+        # buffers) sees them; the agent's checkpoints save them as "actor" and "critic".
+        self.actor, self.critic = actor, critic
         self.quantiles = int(quantiles)
         self.set_search(grid, cvar)
 
@@ -88,16 +89,18 @@ class CriticCheckedActor(nn.Module):
             raise ConfigError(f"agent.eval_search must be 0 (off) or >= 2 points, got {grid}")
         if not 0 < cvar <= 1:
             raise ConfigError(f"agent.eval_cvar must lie in (0, 1], got {cvar}")
-        actor, critic = self._nets
-        device = next(actor.parameters()).device
-        dim = critic.action[0].in_features
+        device = next(self.actor.parameters()).device
+        dim = self.critic.action[0].in_features
         axis = torch.linspace(-1.0, 1.0, max(grid, 2), device=device)
-        self.grid = torch.cartesian_prod(*[axis] * dim).reshape(-1, dim) if grid else None
+        points = torch.cartesian_prod(*[axis] * dim).reshape(-1, dim) if grid else None
         k = self.quantiles
-        self.taus = (torch.arange(k, device=device) + 0.5) / k * cvar
+        taus = (torch.arange(k, device=device) + 0.5) / k * cvar
+        # Not persistent: settings from the config, not state to checkpoint.
+        self.register_buffer("grid", points, persistent=False)
+        self.register_buffer("taus", taus, persistent=False)
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
-        actor, critic = self._nets
+        actor, critic = self.actor, self.critic
         action = actor(obs)
         if self.grid is None or exploration_type() != ExplorationType.DETERMINISTIC:
             return action
@@ -141,8 +144,8 @@ class ACIQNAgent(Agent):
         ).to(device)
 
     def modules(self):
-        # The policy's parameters are the actor's (saved as "actor"): leaving it out keeps
-        # checkpoints the same with and without the evaluation search.
+        # The policy's parameters are the actor's and the critic's (saved under those
+        # names): leaving it out keeps checkpoints the same with and without the search.
         return {k: m for k, m in super().modules().items() if k not in ("policy", "search")}
 
     def update(self, batch: TensorDict, progress=None) -> TensorDict:
