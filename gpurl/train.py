@@ -6,8 +6,10 @@
     python -m gpurl.train env=gym env.id=Acrobot-v1 agent=dqn
 
 Everything a run writes goes to its Hydra run directory: .hydra/ (the composed
-config), logs/ (scalars), checkpoints/last.pt, learning_curve.png and summary.json,
-whose path is the last line printed.
+config), logs/ (scalars), checkpoints/last.pt (and prev.pt, with their .sha256),
+learning_curve.png and summary.json, whose path is the last line printed. A run
+stopped by a fault (gpurl.errors.RunFault: a NaN, a full disk) prints one line, exits
+1 and keeps its directory, checkpoints included, with the line in error.txt.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from gpurl.agents import make_agent
 from gpurl.envs import make_env
 from gpurl.envs.info import env_info
-from gpurl.errors import ConfigError
+from gpurl.errors import ConfigError, RunFault
 from gpurl.progress import Progress
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
@@ -166,6 +168,12 @@ def main(cfg: DictConfig) -> float:
         print(f"gpurl: error: {err}", file=sys.stderr)
         leave_only_error(run_dir, str(err))
         sys.exit(2)
+    except RunFault as err:  # a NaN, a full disk: the run directory and checkpoints stay
+        print(f"gpurl: error: {err}", file=sys.stderr)
+        close_loggers()
+        if run_dir.is_dir():
+            (run_dir / "error.txt").write_text(f"gpurl: error: {err}\n")
+        sys.exit(1)
     close_loggers()  # wandb and MLflow flush here, not after the last line at exit
     print(path)
     return float(json.loads(path.read_text())["eval_return"])

@@ -26,7 +26,7 @@ NATIVE_ENVS: dict[str, type[NativeEnv]] = {
 }
 
 # Keys of an env config that the factory consumes itself.
-_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id"}
+_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id", "validate_actions"}
 
 
 def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None = None):
@@ -42,6 +42,8 @@ def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None
         raise ConfigError(f"unknown env '{name}': choose one of {known}")
     kwargs = {k: v for k, v in env_cfg.items() if k not in _FACTORY_KEYS}
     try:
-        return NATIVE_ENVS[name](num_envs=n, device=device, seed=seed, **kwargs)
+        env = NATIVE_ENVS[name](num_envs=n, device=device, seed=seed, **kwargs)
     except TypeError as err:
         raise ConfigError(f"bad option for env={name}: {err}") from err
+    env.validate_actions = bool(env_cfg.get("validate_actions", False))
+    return env

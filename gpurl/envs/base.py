@@ -28,7 +28,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
-from gpurl.errors import ConfigError
+from gpurl.errors import ActionOutOfRangeError, ConfigError
 
 
 def fast_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
@@ -70,6 +70,10 @@ class NativeEnv(EnvBase):
     #: benchmark knob (tools/bench_env.py --force-resets): when True, every step ends every
     #: episode (reported as truncated), so every step runs the env's reset path
     force_reset: bool = False
+    #: env.validate_actions: when True, every step (both faces, compiled or not) checks the
+    #: action against the action spec and raises ActionOutOfRangeError; a host read per
+    #: step, so off by default and the hot path is unchanged
+    validate_actions: bool = False
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", seed: int = 0):
         if int(num_envs) < 1:
@@ -127,7 +131,34 @@ class NativeEnv(EnvBase):
         out.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
         return out
 
+    def check_action(self, action: torch.Tensor) -> None:
+        """Raise ActionOutOfRangeError, in one line, unless `action` lies in the action
+        spec (a host read: only with validate_actions)."""
+        spec = self.action_spec
+        if bool(spec.is_in(action.to(spec.device))):
+            return
+        space = spec.space
+        if hasattr(space, "low"):
+            allowed = f"[{space.low.min().item():g}, {space.high.max().item():g}]"
+            bad = action[~((action >= space.low) & (action <= space.high))]
+        elif hasattr(space, "n"):
+            allowed = f"{{0, ..., {space.n - 1}}}"
+            bad = action[(action < 0) | (action >= space.n)]
+        else:
+            allowed, bad = type(spec).__name__, action.reshape(-1)
+        seen = bad.reshape(-1)[:1].tolist() or [
+            f"dtype {action.dtype}, shape {tuple(action.shape)}"
+        ]
+        raise ActionOutOfRangeError(
+            f"{type(self).__name__} got an action outside its action spec: {seen[0]} "
+            f"(allowed {allowed}, dtype {spec.dtype}, shape {tuple(spec.shape)}); make the "
+            f"policy emit actions in the spec (clip or map them), or set "
+            f"env.validate_actions=false to skip this check"
+        )
+
     def _advance_forced(self, action: torch.Tensor):
+        if self.validate_actions:  # a Python flag: the check's host read only when asked
+            self.check_action(action)
         reward, terminated, truncated = self._advance(action)
         if self.force_reset:  # a Python flag: no device read
             truncated = torch.ones_like(truncated)

@@ -173,6 +173,8 @@ class CompiledLeanStep:
 
     def __call__(self, action: torch.Tensor):
         env = self.env
+        if env.validate_actions:
+            env.check_action(action)
         if not action.is_contiguous():
             action = action.contiguous()
         last = self._last

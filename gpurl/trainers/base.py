@@ -9,18 +9,28 @@
 
 A subclass implements `iteration()` (no host reads) and adds its own state through
 `extra_state()` / `load_extra_state()`.
+
+Faults stop the run with one line (gpurl.errors.RunFault) and keep the last good
+checkpoint (trainers/checkpoint.py keeps the one before it too):
+- a NaN or inf in an update metric (losses) or a parameter: NonFiniteError. The metric
+  sums carry a NaN or inf until they are read, so the check costs the hot loop
+  nothing: it runs where the host reads anyway (each log), before each evaluation and
+  before each checkpoint, which is therefore never written from a non-finite state;
+- a checkpoint that cannot be written (a full disk): CheckpointWriteError. The run
+  stops rather than going on without a safe point; the earlier checkpoint is intact.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from gpurl.errors import ConfigError
-from gpurl.trainers.checkpoint import load_checkpoint, save_checkpoint
+from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
+from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
 from gpurl.trainers.reporting import plot_learning_curve
@@ -51,6 +61,9 @@ class Trainer:
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
+        # (file, frames) of the newest checkpoint known good: written or resumed from
+        self.last_checkpoint: tuple[Path, int] | None = None
+        self.checked_frames = 0  # frames at the last finite check that passed
         # Envs with a curriculum (MarineNav) follow the trainer's frame count.
         self.curriculum = getattr(env, "set_global_step", None)
 
@@ -74,15 +87,19 @@ class Trainer:
             desc=f"{self.meta.get('agent', '')}/{self.meta.get('env', '')}",
         )
         postfix: dict[str, str] = {}
+        self.checked_frames = self.frames
         while self.frames < t.total_frames:
             before = self.frames
             self.iteration()
             bar.update(self.frames - before)
-            if self.frames >= next_log:
+            logged = self.frames >= next_log
+            if logged:
                 next_log = _next_multiple(self.frames, t.log_interval)
                 postfix.update(self.log(time.perf_counter() - start))
                 bar.set_postfix(postfix, refresh=False)
             if self.frames >= next_eval or self.frames >= t.total_frames:
+                if not logged:
+                    self.check_finite()
                 next_eval = _next_multiple(self.frames, t.eval_interval)
                 self.wall_time = time.perf_counter() - start  # eval_log's wall_s
                 ret = self.evaluate()
@@ -97,7 +114,9 @@ class Trainer:
         return self.finish()
 
     def log(self, elapsed: float) -> dict[str, str]:
-        scalars = {f"train/{k}": v for k, v in self.metrics.read().items()}
+        values = self.metrics.read()
+        self.check_finite(values)
+        scalars = {f"train/{k}": v for k, v in values.items()}
         episodes = self.tracker.read()
         if episodes is not None:
             scalars.update({f"train/episode_{k}": v for k, v in episodes.items()})
@@ -175,10 +194,68 @@ class Trainer:
         self.load_extra_state(state)
 
     def save(self) -> Path:
-        return save_checkpoint(self.state_dict(), self.checkpoint_path)
+        """Write the checkpoint, after checking that nothing in the state is NaN or inf."""
+        self.check_finite()
+        try:
+            path = save_checkpoint(self.state_dict(), self.checkpoint_path)
+        except (OSError, RuntimeError) as err:
+            reason = (getattr(err, "strerror", None) or str(err)).splitlines()[0][:200]
+            raise CheckpointWriteError(
+                f"could not write checkpoint {self.checkpoint_path} at frames {self.frames} "
+                f"({reason}): stopped; {self._last_good()}; free disk space, then resume "
+                f"with trainer.resume={self.run_dir}"
+            ) from err
+        self.last_checkpoint = (path, self.frames)
+        return path
 
     def resume(self, path) -> None:
-        self.load_state_dict(load_checkpoint(path, self.device))
+        state, used = read_checkpoint(path, self.device)
+        self.load_state_dict(state)
+        self.last_checkpoint = (used, self.frames)
+
+    # -- faults -------------------------------------------------------------------------------
+    def check_finite(self, values: dict[str, float] | None = None) -> None:
+        """Raise NonFiniteError when an update metric since the last read (`values`, the
+        means just read, or else the device sums) or a parameter is NaN or inf. One host
+        read; called at log, evaluation and checkpoint time, never per step."""
+        params = self._parameters()
+        flags = [torch.isfinite(p).all() for _, p in params]
+        params_ok = (
+            torch.stack(flags).all()
+            if flags
+            else torch.ones((), dtype=torch.bool, device=self.device)
+        )
+        if values is None:
+            if bool(params_ok & self.metrics.finite(params_ok.device)):
+                self.checked_frames = self.frames
+                return
+            values = self.metrics.peek()
+        elif all(math.isfinite(v) for v in values.values()) and bool(params_ok):
+            self.checked_frames = self.frames
+            return
+        bad = [f"{k}={v}" for k, v in values.items() if not math.isfinite(v)]
+        bad += [f"parameter {n}" for n, p in params if not bool(torch.isfinite(p).all())][:3]
+        raise NonFiniteError(
+            f"NaN or inf at frames {self.frames}, updates {int(self.progress.updates)} (all "
+            f"finite at frames {self.checked_frames}): {', '.join(bad)}; stopped; "
+            f"{self._last_good()}: lower agent.lr or fix the loss, then "
+            f"{'resume from it' if self.last_checkpoint else 'start again'}"
+        )
+
+    def _parameters(self) -> list[tuple[str, torch.Tensor]]:
+        seen, out = set(), []
+        for name, module in self.agent.modules().items():
+            for pname, p in module.named_parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append((f"{name}.{pname}", p.detach()))
+        return out
+
+    def _last_good(self) -> str:
+        if self.last_checkpoint is None:
+            return "no checkpoint was written before it"
+        path, frames = self.last_checkpoint
+        return f"the last good checkpoint, {path} (frames {frames}), is kept intact"
 
     def finish(self) -> dict:
         m = self.meta

@@ -70,9 +70,21 @@ class MetricSums:
         self.counts = dict(state["counts"])
 
     def read(self) -> dict[str, float]:
+        """Mean of each metric since the last read (one host read), then reset."""
+        out = self.peek()
+        self.sums, self.counts = {}, {}
+        return out
+
+    def peek(self) -> dict[str, float]:
+        """The means `read` would give, without resetting (a host read)."""
         if not self.sums:
             return {}
         values = torch.stack(list(self.sums.values())).tolist()
-        out = {k: v / self.counts[k] for k, v in zip(self.sums, values, strict=True)}
-        self.sums, self.counts = {}, {}
-        return out
+        return {k: v / self.counts[k] for k, v in zip(self.sums, values, strict=True)}
+
+    def finite(self, device) -> torch.Tensor:
+        """A device bool: every metric since the last read was finite. A NaN or inf
+        added to a sum stays in it, so the sums are the flag and the hot loop adds nothing."""
+        if not self.sums:
+            return torch.ones((), dtype=torch.bool, device=device)
+        return torch.isfinite(torch.stack(list(self.sums.values()))).all()
