@@ -247,6 +247,7 @@ def _run_tool(argv, capsys):
     return [json.loads(line) for line in captured.out.strip().splitlines()], captured.err
 
 
+@pytest.mark.slow  # seconds: an optional backend or a tool end to end (CI runs slow tests)
 def test_bench_tool_env_section_prints_records(capsys, monkeypatch):
     # Peers stubbed out as not installed: they are skipped with a note, not a crash.
     for name in ("envpool", "gymnax", "jax"):

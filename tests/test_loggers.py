@@ -58,6 +58,7 @@ def wandb_history(run_file: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow  # seconds: an optional backend or a tool end to end (CI runs slow tests)
 def test_wandb_writes_an_offline_run_under_the_run_dir(tmp_path):
     pytest.importorskip("wandb")
     cfg = load_config([*TINY, "logger=wandb"])
@@ -71,6 +72,7 @@ def test_wandb_writes_an_offline_run_under_the_run_dir(tmp_path):
     assert evals == [(32, summary["eval_history"][0][1]), (64, summary["eval_return"])]
 
 
+@pytest.mark.slow  # seconds: an optional backend or a tool end to end (CI runs slow tests)
 def test_mlflow_writes_a_sqlite_store_under_the_run_dir(tmp_path):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
