@@ -35,7 +35,7 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
-from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss
+from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss, tail_fractions
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     DeterministicActor,
@@ -90,24 +90,23 @@ class CriticCheckedActor(nn.Module):
         if not 0 < cvar <= 1:
             raise ConfigError(f"agent.eval_cvar must lie in (0, 1], got {cvar}")
         device = next(self.actor.parameters()).device
-        dim = self.critic.action[0].in_features
-        axis = torch.linspace(-1.0, 1.0, max(grid, 2), device=device)
-        points = torch.cartesian_prod(*[axis] * dim).reshape(-1, dim) if grid else None
-        k = self.quantiles
-        taus = (torch.arange(k, device=device) + 0.5) / k * cvar
+        points = None
+        if grid:
+            dim = self.critic.action[0].in_features
+            axis = torch.linspace(-1.0, 1.0, grid, device=device)
+            points = torch.cartesian_prod(*[axis] * dim).reshape(-1, dim)
         # Not persistent: settings from the config, not state to checkpoint.
         self.register_buffer("grid", points, persistent=False)
-        self.register_buffer("taus", taus, persistent=False)
+        self.register_buffer("taus", tail_fractions(self.quantiles, cvar, device), persistent=False)
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
-        actor, critic = self.actor, self.critic
-        action = actor(obs)
+        action = self.actor(obs)
         if self.grid is None or exploration_type() != ExplorationType.DETERMINISTIC:
             return action
         grid = self.grid.expand(*action.shape[:-1], *self.grid.shape)
         candidates = torch.cat([action.unsqueeze(-2), grid], -2)  # [..., 1 + G^d, d]
-        feature = critic.encoder(obs).unsqueeze(-2)
-        score = critic.quantiles(feature, candidates, self.taus).mean(-1)  # [..., C]
+        feature = self.critic.encoder(obs).unsqueeze(-2)
+        score = self.critic.quantiles(feature, candidates, self.taus).mean(-1)  # [..., C]
         best = score.argmax(-1)[..., None, None].expand(*action.shape[:-1], 1, action.shape[-1])
         return candidates.gather(-2, best).squeeze(-2)
 

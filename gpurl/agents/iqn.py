@@ -59,6 +59,12 @@ def iqn_target(z_next, reward, discount, mask=None) -> torch.Tensor:
     return reward.unsqueeze(-1) + discount.unsqueeze(-1) * z_best
 
 
+def tail_fractions(k: int, alpha: float, device) -> torch.Tensor:
+    """K evenly spaced midpoint fractions over (0, alpha) [K]: averaging quantiles at them
+    gives CVaR_alpha of the return (alpha = 1: its mean), deterministically."""
+    return (torch.arange(k, device=device) + 0.5) / k * alpha
+
+
 class QuantileEmbedding(nn.Module):
     """phi(tau) = ReLU(Linear(cos(pi i tau), i = 0..n-1)) [..., N, width] for taus [..., N]:
     IQN's quantile embedding, multiplied into a state feature of the same width."""
@@ -106,7 +112,7 @@ class QuantileNetwork(nn.Module):
             # Greedy evaluation: evenly spaced midpoints (deterministic) over (0, eval_cvar),
             # so the action maximises CVaR_eval_cvar of the return, the mean of its lowest
             # eval_cvar fraction (1: the mean, risk-neutral; less: risk-averse).
-            taus = (torch.arange(k, device=feature.device) + 0.5) / k * self.eval_cvar
+            taus = tail_fractions(k, self.eval_cvar, feature.device)
         else:
             taus = torch.rand(k, device=feature.device)
         return self.quantiles(feature, taus).mean(-2)
