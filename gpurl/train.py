@@ -4,17 +4,22 @@
     python -m gpurl.train experiment=sac_pendulum seed=1
     python -m gpurl.train -m experiment=td3_pendulum seed=0,1,2
     python -m gpurl.train env=gym env.id=Acrobot-v1 agent=dqn
+    python -m torch.distributed.run --nproc-per-node 2 -m gpurl.train experiment=sac_pendulum
 
 Everything a run writes goes to its Hydra run directory: .hydra/ (the composed
 config), logs/ (scalars), checkpoints/last.pt (and prev.pt, with their .sha256),
 learning_curve.png and summary.json, whose path is the last line printed. A run
 stopped by a fault (gpurl.errors.RunFault: a NaN, a full disk) prints one line, exits
 1 and keeps its directory, checkpoints included, with the line in error.txt.
+
+Under torchrun (trainers/distributed.py) rank 0 alone writes the run directory; the
+other ranks' Hydra output goes to a temporary directory that is removed at exit.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,6 +33,7 @@ from gpurl.envs import make_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
 from gpurl.progress import Progress
+from gpurl.trainers import distributed
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
 from gpurl.trainers.compile import CompileSpec, compile_agent, compile_env_if, compile_policy
@@ -55,26 +61,32 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         raise ConfigError(
             f"unknown trainer '{cfg.trainer.name}': use trainer={' or trainer='.join(TRAINERS)}"
         )
-    device = resolve_device(cfg.device)
+    device = distributed.setup(resolve_device(cfg.device))
+    rank, world = distributed.rank(), distributed.world_size()
+    rank_seed = int(cfg.seed) + distributed.RANK_SEED_STRIDE * rank
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    env = make_env(cfg.env, device=device, seed=cfg.seed)
+    env = make_env(cfg.env, device=device, seed=rank_seed)
     eval_env = make_env(cfg.env, device=device, seed=cfg.seed + 10_000, num_envs=cfg.env.eval_envs)
     if hasattr(eval_env, "check_evaluation"):
         eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
     info = env_info(env)
-    progress = Progress(device)
+    progress = Progress(device, world)
     agent = make_agent(
         cfg.agent, info, progress, random_frames=int(cfg.trainer.get("init_random_frames", 0))
     )
+    if world > 1:
+        distributed.broadcast_modules(agent.modules().values())
+        torch.manual_seed(rank_seed)  # each rank its own exploration noise and sampling
     compiled = CompileSpec.from_config(cfg.get("compile"), device)
     if compiled.active:
         env = compile_env_if(env, compiled)
         compile_agent(agent, compiled)
         agent._acting = compile_policy(agent.policy, compiled)
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
-    logger = make_logger(cfg.logger, run_dir, f"{meta['agent']}_{meta['env']}_s{cfg.seed}")
+    name = f"{meta['agent']}_{meta['env']}_s{cfg.seed}"
+    logger = make_logger(cfg.logger, run_dir, name) if rank == 0 else None
     trainer_cls = TRAINERS[cfg.trainer.name]
     trainer = trainer_cls(cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta)
     if cfg.trainer.resume:
@@ -110,7 +122,10 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         run_dir=str(run_dir),
         setup_and_train_s=round(time.perf_counter() - started, 2),
         config=OmegaConf.to_container(cfg, resolve=True),
+        world_size=trainer.world,
     )
+    if trainer.rank > 0:
+        return run_dir / "summary.json"  # rank 0 writes it
     return write_summary(run_dir / "summary.json", summary)
 
 
@@ -165,18 +180,28 @@ def main(cfg: DictConfig) -> float:
     try:
         path = run(cfg, run_dir)
     except ConfigError as err:
-        print(f"gpurl: error: {err}", file=sys.stderr)
+        _say(f"gpurl: error: {err}")
         leave_only_error(run_dir, str(err))
         sys.exit(2)
     except RunFault as err:  # a NaN, a full disk: the run directory and checkpoints stay
-        print(f"gpurl: error: {err}", file=sys.stderr)
+        _say(f"gpurl: error: {err}")
         close_loggers()
         if run_dir.is_dir():
             (run_dir / "error.txt").write_text(f"gpurl: error: {err}\n")
         sys.exit(1)
     close_loggers()  # wandb and MLflow flush here, not after the last line at exit
+    if distributed.rank() > 0:
+        distributed.shutdown()
+        return float("nan")
+    distributed.shutdown()
     print(path)
     return float(json.loads(path.read_text())["eval_return"])
+
+
+def _say(line: str) -> None:
+    """An error line, once: under torchrun every rank meets the same mistake."""
+    if distributed.rank() == 0:
+        print(line, file=sys.stderr)
 
 
 def leave_only_error(run_dir: Path, message: str) -> None:
@@ -190,9 +215,26 @@ def leave_only_error(run_dir: Path, message: str) -> None:
         (run_dir / "error.txt").write_text(f"gpurl: error: {message}\n")
 
 
+def quiet_rank_overrides() -> list[str]:
+    """Under torchrun, Hydra overrides that keep ranks > 0 out of the run directory: their
+    config snapshot and log go to a temporary directory removed at exit (rank 0 writes
+    the run's files; the others would race it for the same timestamped directory)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        return []
+    scratch = tempfile.mkdtemp(prefix=f"gpurl-rank{os.environ['RANK']}-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return [f"hydra.run.dir={scratch}", "hydra.output_subdir=null", "hydra/job_logging=disabled"]
+
+
 if __name__ == "__main__":
     problem = unknown_override(sys.argv[1:])
     if problem:
-        print(f"gpurl: error: {problem}", file=sys.stderr)
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"gpurl: error: {problem}", file=sys.stderr)
         sys.exit(2)
+    sys.argv += quiet_rank_overrides()
     main()

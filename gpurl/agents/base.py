@@ -26,6 +26,7 @@ from torchrl.data import Bounded
 from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
 from gpurl.progress import Progress
+from gpurl.trainers.distributed import average_gradients
 from gpurl.trainers.replay import ReplaySpec
 
 
@@ -70,11 +71,16 @@ def hard_update(target: nn.Module, online: nn.Module) -> None:
 
 
 def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: float | None):
-    """Backward, clip, step; outside autocast (compile.amp autocasts the forward passes
-    only: gradients and optimizer state stay fp32)."""
+    """Backward, average over torchrun's ranks, clip, step; outside autocast (compile.amp
+    autocasts the forward passes only: gradients and optimizer state stay fp32).
+
+    Every agent steps its optimizers here, so this is where data-parallel training
+    averages gradients (trainers/distributed.py; nothing happens with one process)."""
+    params = list(params)
     with torch.autocast(loss.device.type, enabled=False):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        average_gradients(params)
         if max_norm:
             torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         optimizer.step()

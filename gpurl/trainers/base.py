@@ -10,6 +10,10 @@
 A subclass implements `iteration()` (no host reads) and adds its own state through
 `extra_state()` / `load_extra_state()`.
 
+Under torchrun (trainers/distributed.py) every rank runs this loop in step: `frames`
+counts all ranks' frames, the update metrics are averaged over the ranks at each log,
+and rank 0 alone evaluates, logs, shows the bar and writes checkpoints.
+
 Faults stop the run with one line (gpurl.errors.RunFault) and keep the last good
 checkpoint (trainers/checkpoint.py keeps the one before it too):
 - a NaN or inf in an update metric (losses) or a parameter: NonFiniteError. The metric
@@ -30,6 +34,7 @@ import torch
 from tqdm import tqdm
 
 from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
+from gpurl.trainers import distributed
 from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
@@ -50,6 +55,7 @@ class Trainer:
         self.info, self.progress = info, progress
         self.run_dir, self.logger, self.meta = Path(run_dir), logger, meta or {}
         self.device = info.device
+        self.rank, self.world = distributed.rank(), distributed.world_size()
         self.tracker = EpisodeTracker(env.batch_size.numel(), self.device)
         self.metrics = MetricSums()
         self.frames = 0
@@ -83,7 +89,7 @@ class Trainer:
             unit="frames",
             unit_scale=True,
             dynamic_ncols=True,
-            disable=not t.progress,
+            disable=not t.progress or self.rank > 0,
             desc=f"{self.meta.get('agent', '')}/{self.meta.get('env', '')}",
         )
         postfix: dict[str, str] = {}
@@ -102,19 +108,21 @@ class Trainer:
                     self.check_finite()
                 next_eval = _next_multiple(self.frames, t.eval_interval)
                 self.wall_time = time.perf_counter() - start  # eval_log's wall_s
-                ret = self.evaluate()
-                postfix["eval"] = f"{ret:.1f}"
-                bar.set_postfix(postfix, refresh=False)
+                if self.rank == 0:
+                    ret = self.evaluate()
+                    postfix["eval"] = f"{ret:.1f}"
+                    bar.set_postfix(postfix, refresh=False)
             if self.frames >= next_ckpt or self.frames >= t.total_frames:
                 next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
                 self.wall_time = time.perf_counter() - start
-                self.save()
+                if self.rank == 0:
+                    self.save()
         bar.close()
         self.wall_time = time.perf_counter() - start
         return self.finish()
 
     def log(self, elapsed: float) -> dict[str, str]:
-        values = self.metrics.read()
+        values = distributed.mean_over_ranks(self.metrics.read(), self.device)
         self.check_finite(values)
         scalars = {f"train/{k}": v for k, v in values.items()}
         episodes = self.tracker.read()
@@ -209,7 +217,19 @@ class Trainer:
         return path
 
     def resume(self, path) -> None:
+        """Continue from a checkpoint. Under torchrun every rank reads rank 0's file: the
+        networks, optimizers, counters and replay; ranks > 0 keep their own envs, noise
+        and collector, so the world size may change between runs."""
         state, used = read_checkpoint(path, self.device)
+        if self.rank > 0:
+            state = {
+                **state,
+                "env": {},
+                "tracker": self.tracker.state_dict(),
+                "rng": torch.get_rng_state(),
+                "cuda_rng": [],
+                "collector": {},
+            }
         self.load_state_dict(state)
         self.last_checkpoint = (used, self.frames)
 
@@ -260,9 +280,9 @@ class Trainer:
     def finish(self) -> dict:
         m = self.meta
         title = f"{m.get('agent', '')} on {m.get('env', '')}, seed {m.get('seed', '')}"
-        curve = plot_learning_curve(
-            self.run_dir / "learning_curve.png", title, self.eval_history, self.train_history
-        )
+        curve = self.run_dir / "learning_curve.png"
+        if self.rank == 0:
+            plot_learning_curve(curve, title, self.eval_history, self.train_history)
         final = self.eval_history[-1][1] if self.eval_history else float("nan")
         best = max((r for _, r in self.eval_history), default=float("nan"))
         return {

@@ -109,7 +109,7 @@ class LeanCollector:
                 src = [td.get(k) for k in keys] + [nxt.get(k) for k in next_keys]
                 torch._foreach_copy_(self._views[t], src)
                 done = nxt.get("done").reshape(env.batch_size)
-                progress.frames.add_(env.num_envs)
+                progress.frames.add_(env.num_envs * progress.world_size)
                 progress.episodes.add_(done.sum())
                 if self._stateful:
                     policy.episode_end(done)
@@ -161,7 +161,7 @@ class TorchRLCollector:
         batch = next(self._it).exclude("collector")
         # TorchRL lays a batched env's frames out [num_envs, steps]; gpurl is time-major
         batch = batch.transpose(0, 1).contiguous() if batch.batch_dims == 2 else batch.unsqueeze(1)
-        self.progress.frames.add_(batch.numel())
+        self.progress.frames.add_(batch.numel() * self.progress.world_size)
         self.progress.episodes.add_(batch.get(("next", "done")).sum())
         return batch
 

@@ -27,12 +27,22 @@ class OffPolicyTrainer(Trainer):
         for key in ("batch_size", "buffer_size"):
             if int(cfg[key]) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {cfg[key]}")
+        if int(cfg.batch_size) % self.world:
+            raise ConfigError(
+                f"trainer.batch_size={cfg.batch_size} is the global minibatch, split over "
+                f"{self.world} ranks: use a multiple of {self.world} or another world size"
+            )
         spec = agent.replay_spec()
         if spec.prioritized and spec.beta_frames <= 0:
             spec = dataclasses.replace(spec, beta_frames=int(cfg.total_frames))
         self.frames_per_batch = int(cfg.frames_per_batch or env.batch_size.numel())
         self.buffer = DeviceReplay(
-            spec, info, agent.policy.in_keys, cfg.buffer_size, cfg.batch_size, self.device
+            spec,
+            info,
+            agent.policy.in_keys,
+            cfg.buffer_size,
+            int(cfg.batch_size) // self.world,  # each rank samples its share of the minibatch
+            self.device,
         )
         self.collector = make_collector(
             env, agent.acting_policy, info, self.frames_per_batch, progress, next_obs=spec.next_obs
@@ -45,12 +55,15 @@ class OffPolicyTrainer(Trainer):
         if self.curriculum is not None:
             self.curriculum(self.frames)  # a host int: nothing is read back
         batch = self.collector.rollout()
-        self.frames += batch.numel()
+        frames = batch.numel() * self.world  # every rank collected as many
+        self.frames += frames
         self.tracker.update(batch)
         self.buffer.extend(batch)
         if self.frames < self.cfg.init_random_frames:
             return
-        self.update_debt += self.cfg.utd * batch.numel()
+        # Every rank makes the same updates (their gradients are averaged): utd per frame
+        # of the whole run, as with one process.
+        self.update_debt += self.cfg.utd * frames
         while self.update_debt >= 1:
             self.update_debt -= 1
             sample = self.buffer.sample(self.progress)

@@ -139,7 +139,7 @@ class OnPolicyTrainer(Trainer):
         if batch is not self._batch:  # the lean collector reuses one buffer: once
             self._allocate(batch)
             self._batch = batch
-        self.frames += batch.numel()
+        self.frames += batch.numel() * self.world  # every rank collected as many
         self.tracker.update(batch)
         self._returns(batch)
         size = self.minibatch_size
