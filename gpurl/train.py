@@ -80,6 +80,11 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         distributed.broadcast_modules(agent.modules().values())
         torch.manual_seed(rank_seed)  # each rank its own exploration noise and sampling
     compiled = CompileSpec.from_config(cfg.get("compile"), device)
+    if compiled.cudagraphs and world > 1:  # an all-reduce inside a captured graph: untried
+        raise ConfigError(
+            "compile.cudagraphs is not supported under torchrun yet: use compile=full "
+            "(torch.compile of the update works with the gradient all-reduce)"
+        )
     if compiled.active:
         env = compile_env_if(env, compiled)
         compile_agent(agent, compiled)
