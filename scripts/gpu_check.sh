@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks a lent GPU machine runs (see README "GPU"): the CUDA tests, the
 # set_sync_debug_mode("error") runs of every agent, and the GPU benchmarks, each
-# benchmark record appended to $OUT/bench_gpu.jsonl. Run from the repo root on a
-# machine whose python3 has torch with CUDA; wheels it lacks travel in .whl/.
+# benchmark record appended to $OUT/bench_gpu.jsonl, and torchrun runs with one rank
+# per GPU (`torchrun`). Run from the repo root on a machine whose python3 has torch with
+# CUDA; wheels it lacks travel in .whl/.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpurl_gpu}
 mkdir -p "$OUT"
@@ -25,4 +26,12 @@ if [[ $what == all || $what == bench ]]; then
   python3 tools/bench_collect.py --device cuda --num-envs 64 1024 16384 --repeats 3 | tee -a "$B"
   python3 tools/bench_priority.py --device cuda --sizes 100000 1000000 | tee -a "$B"
   python3 tools/bench_compile.py --what agents --device cuda | tee -a "$B"
+fi
+if [[ $what == all || $what == torchrun ]]; then
+  # one rank per GPU (issue 14): SAC Pendulum and IQN MarineNav, frames/s in summary.json
+  n=$(nvidia-smi -L | wc -l)
+  for preset in sac_pendulum marinenav_iqn; do
+    python3 -m torch.distributed.run --nproc-per-node "$n" -m gpurl.train experiment=$preset \
+      device=cuda trainer.progress=false hydra.run.dir="$OUT/torchrun_${preset}_x$n" 2>&1 | tail -2
+  done
 fi
