@@ -191,9 +191,10 @@ def plot(path: Path, samples, warmup: int, total: int, windows: dict, title: str
 
 
 def thin(samples, key: str, n: int = 200) -> list[list[float]]:
-    """At most n (frames, MiB) points of a series, for the record."""
+    """About n (frames, MiB) points of a series, the last sample included, for the record."""
     step = max(1, -(-len(samples) // n))
-    return [[s["frames"], round(s[key] / MIB, 1)] for s in samples[::step]]
+    kept = samples[::step] + ([samples[-1]] if (len(samples) - 1) % step else [])
+    return [[s["frames"], round(s[key] / MIB, 1)] for s in kept]
 
 
 def main(argv=None) -> int:
