@@ -132,7 +132,7 @@ def plot(configs: list[dict], sweep: Path, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, config in enumerate(configs):
         color = f"C{i % 10}"
-        curves = [np.asarray(r["eval_history"], dtype=float) for r in config["runs"]]
+        curves = [np.asarray(r.get("eval_history", []), dtype=float) for r in config["runs"]]
         curves = [c for c in curves if len(c)]
         for c in curves:
             ax.plot(c[:, 0], c[:, 1], color=color, lw=0.7, alpha=0.35)
