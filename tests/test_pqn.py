@@ -87,3 +87,22 @@ def test_unknown_loss_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="agent.loss=l1 is unknown") as err:
         small(tmp_path, ["agent.loss=l1"])
     assert "\n" not in str(err.value)
+
+
+def test_a_pixel_run_checkpoints_and_resumes_to_the_same_iteration(tmp_path):
+    # The on-policy collector keeps the observation to act on next; on env=pixels it is
+    # a uint8 view of the env's int64 frame words, which torch.save refused to write.
+    pixels = ["env=pixels", "trainer.rollout_steps=4", "agent.epochs=1", "agent.minibatches=2"]
+    torch.manual_seed(0)
+    run = small(tmp_path / "a", pixels)
+    run.iteration()
+    path = run.save()
+    resumed = small(tmp_path / "b", pixels)
+    resumed.resume(path)  # sets the global RNG back to the one saved
+    rng = torch.get_rng_state()
+    run.iteration()
+    torch.set_rng_state(rng)  # both trainers draw from the one global generator
+    resumed.iteration()
+    torch.testing.assert_close(resumed.value_target, run.value_target)
+    for key, value in run.agent.q.state_dict().items():
+        torch.testing.assert_close(resumed.agent.q.state_dict()[key], value)
