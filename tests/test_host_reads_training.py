@@ -69,6 +69,9 @@ ON_POLICY_CASES = {
     "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "trainer.bootstrap_truncated=false"],
     "pqn_pixels": ["env=pixels", "agent=pqn"],
 }
+# the fast suite keeps one case (its 2-minute budget); the others differ in the bootstrap
+# pass and the encoder, and run with the slow tests
+SLOW_ON_POLICY = {"pqn_truncation_as_end", "pqn_pixels"}
 
 
 def small_on_policy_trainer(tmp_path, overrides, device="cpu"):
@@ -91,7 +94,11 @@ def small_on_policy_trainer(tmp_path, overrides, device="cpu"):
     return build(cfg, tmp_path)
 
 
-@pytest.mark.parametrize("case", ON_POLICY_CASES)
+def on_policy_case(case):
+    return pytest.param(case, marks=pytest.mark.slow if case in SLOW_ON_POLICY else ())
+
+
+@pytest.mark.parametrize("case", [on_policy_case(c) for c in ON_POLICY_CASES])
 def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, case):
     trainer = small_on_policy_trainer(tmp_path, ON_POLICY_CASES[case])
     trainer.iteration()  # warm-up: buffers are allocated

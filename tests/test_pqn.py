@@ -89,6 +89,7 @@ def test_unknown_loss_is_one_line(tmp_path):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_pixel_run_checkpoints_and_resumes_to_the_same_iteration(tmp_path):
     # The on-policy collector keeps the observation to act on next; on env=pixels it is
     # a uint8 view of the env's int64 frame words, which torch.save refused to write.

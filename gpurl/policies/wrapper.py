@@ -3,8 +3,8 @@
 td in, td out: it reads the observation entries (and the action mask) of an EnvInfo,
 and writes the action at the env's action key, plus what the agent stores with it
 (the log-probability and the state value of on-policy agents; for PQN, max_a Q(s, a)
-read off the Q-values it acts on). One module acts for a
-batch of envs or a batch of envs x robots: every network keeps the leading dims.
+read off the Q-values it acts on). One module acts for a batch of envs or a batch of
+envs x robots: every network keeps the leading dims.
 
 It composes three things:
 - a network whose `kind` says how to act with it: "q" (greedy argmax under the action
