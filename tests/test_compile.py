@@ -31,6 +31,7 @@ AGENTS = {
     "sac": ["env=pendulum", "agent=sac"],
     "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
     "ppo_pendulum": ["env=pendulum", "agent=ppo", "trainer=on_policy"],
+    "pqn": ["env=cartpole", "agent=pqn", "trainer=on_policy"],
 }
 FAST = {"dqn"}
 
@@ -155,7 +156,7 @@ def test_compile_bad_input_is_one_line():
 
 
 @requires_cuda
-@pytest.mark.parametrize("name", ["dqn", "td3", "sac", "ppo"])
+@pytest.mark.parametrize("name", ["dqn", "td3", "sac", "ppo", "pqn"])
 def test_cudagraph_update_matches_eager_on_cuda(tmp_path, name):
     eager = trainer(tmp_path / "eager", AGENTS[name], device="cuda")
     graphed = trainer(tmp_path / "graphed", AGENTS[name], ["compile=cudagraphs"], "cuda")
@@ -170,11 +171,12 @@ def test_cudagraph_update_matches_eager_on_cuda(tmp_path, name):
 
 
 @requires_cuda
-@pytest.mark.parametrize("preset", ["dqn_cartpole", "sac_pendulum", "ppo_cartpole"])
+@pytest.mark.parametrize("preset", ["dqn_cartpole", "sac_pendulum", "ppo_cartpole", "pqn_cartpole"])
 def test_cudagraphs_training_never_syncs(tmp_path, preset):
+    on_policy = preset.startswith(("ppo", "pqn"))
     cfg = load_config(
         [f"experiment={preset}", "device=cuda", "compile=cudagraphs", "logger=none"]
         + ["trainer.progress=false"]
-        + ([] if preset.startswith("ppo") else ["trainer.init_random_frames=0"])
+        + ([] if on_policy else ["trainer.init_random_frames=0"])
     )
     iterate_without_syncs(build(cfg, tmp_path), warmup=6, steps=4)  # warm-up: capture

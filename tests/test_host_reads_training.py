@@ -1,7 +1,11 @@
 """DESIGN.md rule 1 for the whole hot path: steady-state training iterations (collect,
-extend, sample, update, target update) read nothing back to the host, for every agent."""
+extend, sample, update, target update) read nothing back to the host, for every agent.
+PPO and A2C are audited in test_on_policy.py; PQN here (rollout, Q(lambda), epochs)."""
 
 import pytest
+
+from gpurl.train import build, load_config
+from gpurl.utils.host_reads import count_host_reads
 
 from .conftest import (
     assert_iterations_read_nothing,
@@ -58,3 +62,56 @@ def test_training_iterations_read_nothing_on_the_host(tmp_path, case):
 @pytest.mark.parametrize("case", CASES)
 def test_training_iterations_never_sync_on_cuda(tmp_path, case):
     iterate_without_syncs(small_trainer(tmp_path, CASES[case], device="cuda"), 4, 6)
+
+
+ON_POLICY_CASES = {
+    "pqn": ["env=cartpole", "agent=pqn"],
+    "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "trainer.bootstrap_truncated=false"],
+    "pqn_pixels": ["env=pixels", "agent=pqn"],
+}
+# the fast suite keeps one case (its 2-minute budget); the others differ in the bootstrap
+# pass and the encoder, and run with the slow tests
+SLOW_ON_POLICY = {"pqn_truncation_as_end", "pqn_pixels"}
+
+
+def small_on_policy_trainer(tmp_path, overrides, device="cpu"):
+    """4 envs x 8 steps per rollout, 32-wide networks, 2 epochs of 2 minibatches."""
+    cfg = load_config(
+        [
+            *overrides,
+            f"device={device}",
+            "trainer=on_policy",
+            "env.num_envs=4",
+            "env.eval_envs=2",
+            "agent.hidden=[32,32]",
+            "trainer.rollout_steps=8",
+            "trainer.epochs=2",
+            "trainer.minibatches=2",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    return build(cfg, tmp_path)
+
+
+def on_policy_case(case):
+    return pytest.param(case, marks=pytest.mark.slow if case in SLOW_ON_POLICY else ())
+
+
+@pytest.mark.parametrize("case", [on_policy_case(c) for c in ON_POLICY_CASES])
+def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, case):
+    trainer = small_on_policy_trainer(tmp_path, ON_POLICY_CASES[case])
+    trainer.iteration()  # warm-up: buffers are allocated
+    before = trainer.agent.updates
+    with count_host_reads() as reads:
+        for _ in range(2):
+            trainer.iteration()
+    assert trainer.agent.updates == before + 2 * trainer.epochs * trainer.minibatches
+    assert reads.count == 0, reads.report()
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", ON_POLICY_CASES)
+def test_on_policy_iterations_never_sync_on_cuda(tmp_path, case):
+    trainer = small_on_policy_trainer(tmp_path, ON_POLICY_CASES[case], device="cuda")
+    iterate_without_syncs(trainer, warmup=1, steps=3)

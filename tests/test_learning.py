@@ -11,6 +11,7 @@ from gpurl.train import build, load_config
 PRESETS = {
     "ppo_cartpole": 475.0,
     "ppo_pendulum": -250.0,
+    "pqn_cartpole": 475.0,
     "dqn_cartpole": 475.0,
     "sac_pendulum": -200.0,
     "td3_pendulum": -200.0,

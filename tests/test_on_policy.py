@@ -176,6 +176,7 @@ def test_on_policy_iteration_reuses_its_buffers(tmp_path):
         (["env=pendulum", "agent=sac", "trainer=on_policy"], "trainer=off_policy"),
         (["agent=ppo", "trainer=off_policy"], "trainer=on_policy"),
         (["agent=a2c", "trainer=off_policy"], "trainer=on_policy"),
+        (["agent=pqn", "trainer=off_policy"], "trainer=on_policy"),
         (["env=marinenav", "agent=ppo", "trainer=on_policy"], "single-agent"),
     ],
 )

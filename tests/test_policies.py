@@ -185,6 +185,33 @@ def test_dueling_q_network_mean_advantage_is_value():
     assert torch.allclose(values.mean(-1), q.value(x).squeeze(-1), atol=1e-6)
 
 
+def test_write_max_q_stores_the_max_over_legal_actions_while_exploring():
+    # FixedQ scores 0, 1, 2, 3: max 3, or 2 when action 3 is illegal; the stored value is
+    # the Q-network's, whatever random action epsilon-greedy took (PQN bootstraps from it)
+    info = make_info(Categorical(4, shape=(1,)), mask=True)
+    cfg = {"epsilon_start": 1.0, "epsilon_end": 1.0, "epsilon_frames": 0}
+    policy = PolicyWrapper(
+        FixedQ(4), info, Progress(), make_exploration(cfg, info), write_max_q=True
+    )
+    assert "state_value" in policy.out_keys
+    mask = torch.tensor([[True, True, True, True], [True, False, True, False]])
+    td = policy(obs_td(2, mask))
+    assert td["state_value"].tolist() == [3.0, 2.0]
+    with pytest.raises(ConfigError, match="write_max_q"):
+        PolicyWrapper(DeterministicActor(encoder(), 1, (8,)), make_info(Bounded(-1, 1, (1,))),
+                      Progress(), write_max_q=True)  # fmt: skip
+
+
+def test_layer_norm_q_network_normalises_each_hidden_layer():
+    torch.manual_seed(0)
+    q = QNetwork(encoder(4), 3, (16, 16), layer_norm=True)
+    norms = [m for m in q.trunk if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) == 2
+    # the first LayerNorm's output is normalised per sample, whatever the input scale
+    x = q.trunk[1](q.trunk[0](q.encoder(TensorDict(observation=100 * torch.randn(5, 4)))))
+    torch.testing.assert_close(x.mean(-1), torch.zeros(5), atol=1e-5, rtol=0)
+
+
 def test_cnn_encoder_takes_uint8_frames_with_extra_batch_dims():
     enc = CNNEncoder((4, 72, 80), (0, 3))
     frames = torch.randint(0, 4, (2, 5, 4, 72, 80), dtype=torch.uint8)

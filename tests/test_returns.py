@@ -1,11 +1,11 @@
-"""Hand-computed checks of n-step returns and GAE (gpurl.trainers.returns)."""
+"""Hand-computed checks of n-step returns, GAE and Q(lambda) (gpurl.trainers.returns)."""
 
 import math
 
 import pytest
 import torch
 
-from gpurl.trainers.returns import gae, nstep_returns
+from gpurl.trainers.returns import gae, nstep_returns, q_lambda
 from gpurl.utils.host_reads import count_host_reads
 
 NAN = float("nan")
@@ -192,4 +192,63 @@ def test_gae_makes_no_host_reads(lam):
     term = torch.zeros(shape, dtype=torch.bool)
     with count_host_reads() as reads:
         gae(torch.ones(shape), torch.ones(shape), torch.ones(shape), term, term, 0.99, lam)
+    assert reads.count == 0, reads.report()
+
+
+# Q(lambda), gamma 0.5, lam 0.5, on the GAE sequence above (NEXT_V is max_a Q(s_{t+1}, a)).
+def run_q_lambda(lam, gamma=0.5, **kw):
+    return q_lambda(
+        column(R), column(NEXT_V), column(TERM, torch.bool), column(DONE, torch.bool),
+        gamma, lam, **kw,
+    )  # fmt: skip
+
+
+def test_q_lambda_termination_and_truncation():
+    # G3 = 1 + .5 * 4 = 3 (the rollout ends: bootstrap from max Q alone)
+    # G2 = 1 + .5 * 8 = 5 (truncated: bootstraps from the final observation, trace cut)
+    # G1 = 1 (terminated: neither the inf bootstrap nor G2 leaks in)
+    # G0 = 1 + .5 * (.5 * 4 + .5 * G1) = 1 + .5 * 2.5 = 2.25
+    torch.testing.assert_close(run_q_lambda(lam=0.5), column([2.25, 1.0, 5.0, 3.0]))
+    # lam 0: one-step targets r + gamma (1 - terminated) max Q'
+    torch.testing.assert_close(run_q_lambda(lam=0.0), column([3.0, 1.0, 5.0, 3.0]))
+    # lam 1: G0 = 1 + .5 * G1 = 1.5, the return of the episode ending at t=1
+    torch.testing.assert_close(run_q_lambda(lam=1.0), column([1.5, 1.0, 5.0, 3.0]))
+
+
+def test_q_lambda_mixes_max_q_and_the_next_return_along_the_trace():
+    # No episode end, two streams; max Q' is not the next row's return, so every step
+    # mixes both. gamma .5, lam .5, stream 0: r = 1, 2, 3, max Q' = 10, 20, 40:
+    #   G2 = 3 + .5 * 40 = 23
+    #   G1 = 2 + .5 * (.5 * 20 + .5 * 23) = 12.75
+    #   G0 = 1 + .5 * (.5 * 10 + .5 * 12.75) = 6.6875
+    # stream 1 terminates at t=1 and starts again at t=2: r = 1, 1, 1, max Q' = 2, inf, 6:
+    #   G2 = 1 + .5 * 6 = 4, G1 = 1, G0 = 1 + .5 * (.5 * 2 + .5 * 1) = 1.75
+    reward = torch.tensor([[1.0, 1.0], [2.0, 1.0], [3.0, 1.0]])
+    next_q = torch.tensor([[10.0, 2.0], [20.0, math.inf], [40.0, 6.0]])
+    term = torch.tensor([[False, False], [False, True], [False, False]])
+    out = torch.full((3, 2), NAN)
+    got = q_lambda(reward, next_q, term, term.clone(), 0.5, 0.5, out=out)
+    assert got is out
+    torch.testing.assert_close(got, torch.tensor([[6.6875, 1.75], [12.75, 1.0], [23.0, 4.0]]))
+
+
+def test_q_lambda_is_the_gae_return_of_v_equal_max_q():
+    # When the next row's value is the bootstrap value (same observation, same network),
+    # GAE's returns with V = max Q are the Q(lambda) returns.
+    g = torch.Generator().manual_seed(0)
+    shape = (7, 5)
+    reward, value = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    term = torch.rand(shape, generator=g) < 0.2
+    done = term | (torch.rand(shape, generator=g) < 0.2)
+    next_value = torch.cat([value[1:], torch.randn(1, 5, generator=g)])
+    next_value = torch.where(done & ~term, torch.randn(shape, generator=g), next_value)
+    _, returns = gae(reward, value, next_value, term, done, 0.9, 0.8)
+    torch.testing.assert_close(q_lambda(reward, next_value, term, done, 0.9, 0.8), returns)
+
+
+def test_q_lambda_makes_no_host_reads():
+    shape = (8, 4)
+    term = torch.zeros(shape, dtype=torch.bool)
+    with count_host_reads() as reads:
+        q_lambda(torch.ones(shape), torch.ones(shape), term, term, 0.99, 0.65)
     assert reads.count == 0, reads.report()

@@ -30,5 +30,6 @@ def training_batch(trainer):
     g = torch.Generator(device=td.device).manual_seed(0)
     td["advantage"] = torch.randn(td.batch_size, generator=g, device=td.device)
     td["value_target"] = td[VALUE] + torch.randn(td.batch_size, generator=g, device=td.device)
-    td[LOG_PROB] = td[LOG_PROB] - 0.05  # the policy has moved a little since acting
+    if LOG_PROB in td.keys():  # PQN acts with a Q-network: no log-prob
+        td[LOG_PROB] = td[LOG_PROB] - 0.05  # the policy has moved a little since acting
     return td

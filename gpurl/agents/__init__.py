@@ -11,6 +11,7 @@ from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
 from gpurl.agents.iqn import IQNAgent
 from gpurl.agents.ppo import PPOAgent
+from gpurl.agents.pqn import PQNAgent
 from gpurl.agents.rainbow import RainbowAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
@@ -28,6 +29,7 @@ AGENTS: dict[str, type[Agent]] = {
     "sac": SACAgent,
     "ppo": PPOAgent,
     "a2c": A2CAgent,
+    "pqn": PQNAgent,
 }
 
 

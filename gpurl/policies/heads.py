@@ -24,7 +24,8 @@ from gpurl.policies.noisy import NoisyLinear
 
 class QNetwork(nn.Module):
     """Q-values [..., n_actions]; `dueling` splits into value and advantage streams;
-    `noisy_sigma0` > 0 makes every layer after the encoder a NoisyLinear (noisy.py).
+    `noisy_sigma0` > 0 makes every layer after the encoder a NoisyLinear (noisy.py);
+    `layer_norm` puts a LayerNorm after each hidden layer (PQN's network).
 
     With a `support` (C51, Bellemare et al. 2017) each action gets a categorical return
     distribution over the support's atoms: `logits(obs)` [..., n_actions, atoms], and
@@ -41,6 +42,7 @@ class QNetwork(nn.Module):
         dueling=False,
         noisy_sigma0: float = 0.0,
         support: torch.Tensor | None = None,
+        layer_norm: bool = False,
     ):
         super().__init__()
         self.encoder = encoder
@@ -49,7 +51,7 @@ class QNetwork(nn.Module):
         self.atoms = 1 if support is None else support.numel()
         self.support = None if support is None else nn.Buffer(support.float())
         linear = partial(NoisyLinear, sigma0=noisy_sigma0) if noisy_sigma0 > 0 else nn.Linear
-        self.trunk = mlp(encoder.out_features, None, hidden, linear=linear)
+        self.trunk = mlp(encoder.out_features, None, hidden, layer_norm=layer_norm, linear=linear)
         width = hidden[-1] if hidden else encoder.out_features
         self.advantage = linear(width, n_actions * self.atoms)
         self.value = linear(width, self.atoms) if dueling else None

@@ -2,8 +2,9 @@
 
 td in, td out: it reads the observation entries (and the action mask) of an EnvInfo,
 and writes the action at the env's action key, plus what the agent stores with it
-(the log-probability and the state value of on-policy agents). One module acts for a
-batch of envs or a batch of envs x robots: every network keeps the leading dims.
+(the log-probability and the state value of on-policy agents; for PQN, max_a Q(s, a)
+read off the Q-values it acts on). One module acts for a batch of envs or a batch of
+envs x robots: every network keeps the leading dims.
 
 It composes three things:
 - a network whose `kind` says how to act with it: "q" (greedy argmax under the action
@@ -62,6 +63,7 @@ class PolicyWrapper(TensorDictModuleBase):
         exploration: Sequence[nn.Module] = (),
         value: nn.Module | None = None,
         write_log_prob: bool = False,
+        write_max_q: bool = False,
     ):
         super().__init__()
         self.network = network
@@ -74,11 +76,15 @@ class PolicyWrapper(TensorDictModuleBase):
         self.action_key, self.mask_key = info.action_key, info.action_mask_key
         self.progress = progress
         self.exploration = nn.ModuleList(exploration)
+        if write_max_q and (self.kind != "q" or value is not None):
+            raise ConfigError("write_max_q needs a Q-network and no separate value network")
         self.value = value
         self.write_log_prob = write_log_prob
+        # PQN's Q(lambda) bootstraps from max_a Q(s, a): the acting pass computes it anyway
+        self.write_max_q = write_max_q
         self.in_keys = info.input_keys
         self.out_keys = [self.action_key] + ([LOG_PROB] if write_log_prob else [])
-        self.out_keys += [VALUE] if value is not None else []
+        self.out_keys += [VALUE] if value is not None or write_max_q else []
         if not self.discrete:
             low, high = info.action_bounds
             self.register_buffer("low", low.to(info.device))
@@ -98,7 +104,7 @@ class PolicyWrapper(TensorDictModuleBase):
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         explore = exploring()
         mask = td.get(self.mask_key) if self.mask_key else None
-        action, log_prob = self._act(td, mask, explore)
+        action, log_prob, scores = self._act(td, mask, explore)
         if explore:
             frames = self.progress.frames
             for module in self.exploration:
@@ -110,20 +116,23 @@ class PolicyWrapper(TensorDictModuleBase):
             td.set(LOG_PROB, log_prob)
         if self.value is not None:
             td.set(VALUE, self.value(td))
+        elif self.write_max_q:
+            td.set(VALUE, scores.max(-1).values)
         return td
 
     def _act(self, td, mask, explore):
+        """(action, log-prob or None, the masked Q-values or logits or None)."""
         kind = self.kind
         if kind in ("q", "categorical"):
             scores = self.network(td)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             if kind == "categorical" and explore:
-                return sample_categorical(scores)
-            return scores.argmax(-1), None
+                return *sample_categorical(scores), scores
+            return scores.argmax(-1), None, scores
         if kind == "stochastic" and explore:
-            return self.network.sample(td)
-        return self.network(td), None
+            return *self.network.sample(td), None
+        return self.network(td), None, None
 
     def episode_end(self, done: torch.Tensor) -> None:
         """Tell stateful exploration (OU noise) which envs start a new episode."""

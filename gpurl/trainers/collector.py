@@ -118,7 +118,10 @@ class LeanCollector:
         return self.buffer
 
     def state_dict(self) -> dict:
-        return {"obs": None if self.obs is None else self.obs.to_dict()}
+        # a copy: the pixel env's observation is a uint8 view of its int64 frame words,
+        # which the env's own state holds too, and torch.save refuses one storage saved
+        # as two dtypes
+        return {"obs": None if self.obs is None else self.obs.clone().to_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         obs = state.get("obs")

@@ -9,7 +9,9 @@ loop is trainers/base.py).
         observations, so a truncated episode bootstraps from its final state, not
         from the reset one)
         GAE in one reverse pass (returns.gae), value targets = advantage + value,
-        advantages normalised over the rollout when agent.normalize_advantage
+        advantages normalised over the rollout when agent.normalize_advantage; or,
+        for an agent with its own `targets` (PQN: Q(lambda) returns), those targets
+        alone, under "value_target"
         `epochs` passes over a device permutation of the T x num_envs samples, split in
         `minibatches`; agent.update(minibatch, progress) each
 
@@ -36,7 +38,7 @@ class OnPolicyTrainer(Trainer):
         if not agent.on_policy:
             raise ConfigError(
                 f"agent={agent.name} learns off-policy from a replay: use trainer=off_policy "
-                f"with it (trainer=on_policy fits agent=ppo or agent=a2c)"
+                f"with it (trainer=on_policy fits agent=ppo, a2c or pqn)"
             )
         if info.multi_agent:
             raise ConfigError(
@@ -74,6 +76,8 @@ class OnPolicyTrainer(Trainer):
         )
         if hasattr(agent, "set_horizon"):
             agent.set_horizon(int(cfg.total_frames))
+        # an agent's own return targets (PQN's Q(lambda)) replace GAE and its advantages
+        self.gae = not hasattr(agent, "targets")
         self._batch: TensorDict | None = None
 
     def _allocate(self, batch: TensorDict) -> None:
@@ -86,7 +90,8 @@ class OnPolicyTrainer(Trainer):
         flat = {
             k: batch.get(k).reshape(self.frames_per_batch, *batch.get(k).shape[2:]) for k in keys
         }
-        flat["advantage"] = self.advantage.view(-1)
+        if self.gae:
+            flat["advantage"] = self.advantage.view(-1)
         flat["value_target"] = self.value_target.view(-1)
         self._flat = TensorDict(flat, batch_size=[self.frames_per_batch])
         self._keys = list(flat)
@@ -117,6 +122,9 @@ class OnPolicyTrainer(Trainer):
             self.next_value[:-1].copy_(value[1:])
             self.next_value[-1].copy_(agent.value(self.collector.obs))
             terminated = done
+        if not self.gae:
+            agent.targets(reward, self.next_value, terminated, done, out=self.value_target)
+            return
         gae(
             reward,
             value,

@@ -1,6 +1,7 @@
-"""Return targets as pure tensor functions: n-step returns at sample time, GAE per rollout.
+"""Return targets as pure tensor functions: n-step returns at sample time, GAE and
+Q(lambda) returns per rollout.
 
-Both run on the device with fixed shapes and no host reads (DESIGN.md, rules of the hot
+All run on the device with fixed shapes and no host reads (DESIGN.md, rules of the hot
 path): episode ends and the edge of the written data are masks, never branches, so a
 step past an episode end is still read but contributes nothing. The only Python loops
 are over time (the n-step window, the rollout), never over samples.
@@ -94,3 +95,38 @@ def gae(
         advantage[t].addcmul_(trace[t], advantage[t + 1])
     torch.add(advantage, value, out=returns)
     return advantage, returns
+
+
+def q_lambda(
+    reward: Tensor,
+    next_value: Tensor,
+    terminated: Tensor,
+    done: Tensor,
+    gamma: float,
+    lam: float,
+    out: Tensor | None = None,
+) -> Tensor:
+    """Q(lambda) returns over a time-major rollout [T, N, ...] (PQN's targets).
+
+    next_value[t] is max_a Q(s_{t+1}, a) for the observation that followed step t (after
+    a truncation, of the final observation, not of the reset one). Backwards from the
+    last step, which bootstraps from next_value alone:
+
+      G_t = r_t + gamma * (1 - terminated_t) * next_value_t
+                + gamma * lam * (1 - done_t) * (G_{t+1} - next_value_t)
+
+    Inside an episode this is r_t + gamma * [(1 - lam) * next_value_t + lam * G_{t+1}];
+    terminated cuts the bootstrap, done cuts the trace (the next row is another
+    episode), so a truncated step bootstraps from next_value and takes nothing from the
+    step after it, as gae() does. lam = 0 gives one-step Q-learning targets, lam = 1
+    the discounted return bootstrapped at the episode's or the rollout's end. Written
+    into `out` (shaped like next_value) when given.
+    """
+    target = out if out is not None else torch.empty_like(next_value)
+    # masked_fill, not multiply: a next_value past a true end may be anything, even inf.
+    bootstrap = next_value.masked_fill(terminated, 0.0)
+    target.copy_(bootstrap).mul_(gamma).add_(reward)
+    trace = (~done).to(next_value.dtype).mul_(gamma * lam)
+    for t in range(reward.shape[0] - 2, -1, -1):
+        target[t].addcmul_(trace[t], target[t + 1] - bootstrap[t])
+    return target

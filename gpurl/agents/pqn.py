@@ -1,0 +1,106 @@
+"""PQN (Gallici et al., ICLR 2025, "Simplifying Deep Temporal Difference Learning").
+
+Q-learning the on-policy way: many envs act epsilon-greedily with one Q-network, a
+rollout of T steps is turned into Q(lambda) returns, and a few epochs of minibatch
+regression of Q(s_t, a_t) onto them follow. No replay buffer and no target network:
+a LayerNorm after each hidden layer is what keeps the bootstrapped regression stable
+(the paper's argument), and the targets are fixed for the epochs of one rollout.
+
+It runs under trainer=on_policy (trainers/on_policy.py), which asks it for
+
+    value(obs)   max_a Q(s, a): the bootstrap of the rollout's last step, and of every
+                 step when trainer.bootstrap_truncated keeps the next observations
+    targets(...) the Q(lambda) returns (returns.q_lambda) in place of GAE
+
+and hands `update` shuffled minibatches holding the observation entries, "action" and
+"value_target" (the return). The acting pass writes max_a Q(s_t, a) as the state
+value (PolicyWrapper write_max_q): the network does not change during a rollout, so
+that is max Q(s_{t+1}) for the step before, at no extra forward pass; only the steps
+whose next observation is not the one stored next (the last, and truncated ones when
+bootstrapped from the final observation) need the trainer's extra pass.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from tensordict import TensorDict
+from torch import Tensor
+
+from gpurl.agents.base import Agent, clip_and_step, require_discrete
+from gpurl.agents.dqn import masked_q
+from gpurl.errors import ConfigError
+from gpurl.policies import PolicyWrapper, QNetwork, make_encoder, make_exploration
+from gpurl.trainers.returns import q_lambda
+
+
+class PQNAgent(Agent):
+    name = "pqn"
+    on_policy = True
+    compiled_steps = ("learn",)
+
+    def __init__(self, cfg, info, progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        n_actions = require_discrete(info, self.name, "ppo, sac or td3, or a discrete env")
+        if info.multi_agent:
+            raise ConfigError(
+                f"agent={self.name} runs on single-agent envs for now (this env has a robot "
+                f"group {tuple(info.group_shape)}): use agent=dqn with trainer=off_policy"
+            )
+        if cfg.loss not in ("mse", "huber"):
+            raise ConfigError(f"agent.loss={cfg.loss} is unknown: use mse or huber")
+        device = info.device
+        self.q = QNetwork(
+            make_encoder(info, cfg.get("encoder")),
+            n_actions,
+            list(cfg.hidden),
+            layer_norm=bool(cfg.layer_norm),
+        ).to(device)
+        # a device lr, so annealing is a closed-form function of the frame counter
+        self.lr = torch.tensor(float(cfg.lr), device=device)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
+        self.anneal_frames = 0
+        self.policy = PolicyWrapper(
+            self.q, info, progress, make_exploration(cfg, info, random_frames), write_max_q=True
+        ).to(device)
+        self.gamma, self.q_lambda = float(cfg.gamma), float(cfg.q_lambda)
+        self.reward_scale = float(cfg.get("reward_scale", 1.0))
+        self.mask_key = info.action_mask_key
+
+    # -- what the on-policy trainer asks ------------------------------------------------------
+    def set_horizon(self, total_frames: int) -> None:
+        """Anneal the learning rate linearly to 0 over the run when agent.anneal_lr."""
+        self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
+
+    def value(self, obs) -> Tensor:
+        """max_a Q(s, a) over the legal actions."""
+        mask = obs.get(self.mask_key) if self.mask_key else None
+        return masked_q(self.q(obs), mask).max(-1).values
+
+    def targets(self, reward, next_value, terminated, done, out: Tensor) -> Tensor:
+        """The Q(lambda) returns of a rollout [T, num_envs] of scaled rewards, into `out`."""
+        if self.reward_scale != 1.0:
+            reward = reward * self.reward_scale
+        return q_lambda(reward, next_value, terminated, done, self.gamma, self.q_lambda, out)
+
+    def update(self, batch: TensorDict, progress=None) -> TensorDict:
+        progress = progress if progress is not None else self.progress
+        if self.anneal_frames:
+            frac = 1.0 - progress.frames.double() / self.anneal_frames
+            self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
+        metrics = self.learn(batch)
+        self.updates += 1
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
+        cfg = self.cfg
+        action = batch.get(self.info.action_key).long().unsqueeze(-1)
+        q = self.q(batch).gather(-1, action).squeeze(-1)
+        target = batch["value_target"]
+        if cfg.loss == "huber":
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            loss = 0.5 * F.mse_loss(q, target)
+        clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
+        return TensorDict(loss=loss.detach(), q=q.detach().mean(), lr=self.lr.clone())

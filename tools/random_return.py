@@ -1,0 +1,66 @@
+"""The return of uniform random actions on a preset's evaluation envs: the floor a
+learning curve is read against.
+
+    python tools/random_return.py pixels_pqn --seeds 0 1 2
+    python tools/random_return.py pqn_cartpole -- env.eval_envs=32
+
+Builds the preset's evaluation env as a run of that seed does (seed + 10000,
+env.eval_envs copies), runs each copy for one episode with uniform random actions,
+`--passes` times, and prints one JSON record per seed: the mean return of each pass
+and their mean. Discrete action spaces only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from gpurl.envs import make_env
+from gpurl.train import load_config
+from gpurl.trainers.evaluation import evaluate
+from tools.common import emit, environment_record, gpurl_commit
+
+
+def uniform_policy(n_actions: int):
+    def act(td):
+        td.set("action", torch.randint(n_actions, td.batch_size))
+        return td
+
+    return act
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("preset", help="an experiment preset (gpurl/configs/experiment)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--passes", type=int, default=5)
+    args, overrides = p.parse_known_args(argv)
+    overrides = [o for o in overrides if o != "--"]
+    torch.set_num_threads(1)
+    for seed in args.seeds:
+        cfg = load_config([f"experiment={args.preset}", f"seed={seed}", *overrides])
+        torch.manual_seed(seed)
+        # the evaluation env of a run (train.build): the same worlds the run is judged on
+        env = make_env(cfg.env, device="cpu", seed=seed + 10_000, num_envs=cfg.env.eval_envs)
+        policy = uniform_policy(int(env.action_spec.n))
+        returns = [evaluate(env, policy).mean().item() for _ in range(args.passes)]
+        emit(
+            {
+                "tool": "random_return",
+                "preset": args.preset,
+                "seed": seed,
+                "overrides": overrides,
+                "eval_envs": int(cfg.env.eval_envs),
+                "pass_returns": [round(r, 4) for r in returns],
+                "mean_return": round(sum(returns) / len(returns), 4),
+                "commit": gpurl_commit(),
+                **environment_record("cpu"),
+            }
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
