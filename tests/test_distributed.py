@@ -28,10 +28,12 @@ TINY_DQN = [
 ]
 
 
-def _env(tmp_path: Path) -> dict:
-    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), PYTHONPATH=str(ROOT))
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """A subprocess in tmp_path, its temporary files under tmp_path/tmp (to check that
+    the ranks leave none), importing this checkout's gpurl."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    return env
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), PYTHONPATH=str(ROOT))
+    return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow  # torchrun starts two processes: ~15 s per agent
@@ -45,14 +47,7 @@ def _env(tmp_path: Path) -> dict:
 )
 def test_two_ranks_with_half_the_batch_make_the_one_rank_update(tmp_path, overrides):
     out = tmp_path / "ranks.pt"
-    run = subprocess.run(
-        [*TORCHRUN, str(ROOT / "tests" / "ddp_worker.py"), str(out), *overrides],
-        cwd=tmp_path,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = _run(tmp_path, *TORCHRUN, str(ROOT / "tests" / "ddp_worker.py"), str(out), *overrides)
     assert run.returncode == 0, run.stderr[-3000:]
     ranks = torch.load(out)
     whole = ddp_worker.updated_parameters(overrides)
@@ -66,17 +61,9 @@ def test_two_ranks_with_half_the_batch_make_the_one_rank_update(tmp_path, overri
 
 @pytest.mark.slow  # three torchrun / train subprocesses: ~60 s
 def test_torchrun_run_writes_once_counts_all_frames_and_resumes_on_one_rank(tmp_path):
-    env = _env(tmp_path)
     run_dir = tmp_path / "run"
     train = [*TORCHRUN, "-m", "gpurl.train", *TINY_DQN, f"hydra.run.dir={run_dir}"]
-    first = subprocess.run(
-        [*train, "trainer.total_frames=800"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    first = _run(tmp_path, *train, "trainer.total_frames=800")
     assert first.returncode == 0, first.stderr[-3000:]
     # one run directory, written by rank 0 alone; the other rank's scratch is gone
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "tmp"]
@@ -93,21 +80,10 @@ def test_torchrun_run_writes_once_counts_all_frames_and_resumes_on_one_rank(tmp_
     assert int(state["progress"]["updates"]) == 800 - 208 + 16
 
     # continue the same run on one process: counters and history carry over
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpurl.train",
-            *TINY_DQN,
-            "trainer.total_frames=1200",
-            f"trainer.resume={run_dir}",
-            f"hydra.run.dir={tmp_path / 'resumed'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    resumed = _run(
+        tmp_path,
+        *[sys.executable, "-m", "gpurl.train", *TINY_DQN, "trainer.total_frames=1200"],
+        *[f"trainer.resume={run_dir}", f"hydra.run.dir={tmp_path / 'resumed'}"],
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = json.loads((tmp_path / "resumed" / "summary.json").read_text())
@@ -115,18 +91,10 @@ def test_torchrun_run_writes_once_counts_all_frames_and_resumes_on_one_rank(tmp_
     assert [f for f, _ in after["eval_history"]] == [400, 800, 1200]
 
     # a global minibatch the ranks cannot split: one line, exit 2
-    odd = subprocess.run(
-        [
-            *train,
-            "trainer.total_frames=800",
-            "trainer.batch_size=33",
-            f"hydra.run.dir={tmp_path / 'odd'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    odd = _run(
+        tmp_path,
+        *[*train, "trainer.total_frames=800", "trainer.batch_size=33"],
+        f"hydra.run.dir={tmp_path / 'odd'}",
     )
     assert odd.returncode != 0
     errors = [line for line in odd.stderr.splitlines() if line.startswith("gpurl: error:")]

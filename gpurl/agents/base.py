@@ -156,3 +156,31 @@ class Agent:
             cfg.get("target_update") == "hard"
             and self.updates % int(cfg.target_update_interval) == 0
         )
+
+
+class AnnealedLRAgent(Agent):
+    """An on-policy agent with one optimizer whose learning rate can anneal linearly to 0
+    over the run (agent.anneal_lr; PPO, A2C, PQN). The lr is a device tensor, so the
+    schedule is a closed-form function of the frame counter with no host read. The
+    subclass builds its optimizer with `self.lr` and does its gradient step in `learn`."""
+
+    def __init__(self, cfg, info: EnvInfo, progress: Progress):
+        super().__init__(cfg, info, progress)
+        self.lr = torch.tensor(float(cfg.lr), device=info.device)
+        self.anneal_frames = 0
+
+    def set_horizon(self, total_frames: int) -> None:
+        """Called by the on-policy trainer with trainer.total_frames."""
+        self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
+
+    def update(self, batch: TensorDict, progress: Progress | None = None) -> TensorDict:
+        progress = progress if progress is not None else self.progress
+        if self.anneal_frames:
+            frac = 1.0 - progress.frames.double() / self.anneal_frames
+            self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
+        metrics = self.learn(batch)
+        self.updates += 1
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        raise NotImplementedError

@@ -23,7 +23,7 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
-from gpurl.agents.base import Agent, clip_and_step
+from gpurl.agents.base import AnnealedLRAgent, clip_and_step
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     LOG_PROB,
@@ -75,7 +75,7 @@ def _optional(value) -> float | None:
     return None if value is None or float(value) <= 0 else float(value)
 
 
-class PPOAgent(Agent):
+class PPOAgent(AnnealedLRAgent):
     name = "ppo"
     on_policy = True
 
@@ -105,10 +105,7 @@ class PPOAgent(Agent):
         self.actor.to(device)
         self.critic.to(device)
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
-        # a device lr, so annealing is a closed-form function of the frame counter
-        self.lr = torch.tensor(float(cfg.lr), device=device)
         self.optimizer = torch.optim.Adam(self.params, lr=self.lr, eps=1e-5, fused=True)
-        self.anneal_frames = 0
         self.policy = PolicyWrapper(
             self.actor, info, progress, value=self.critic, write_log_prob=True
         ).to(device)
@@ -118,23 +115,10 @@ class PPOAgent(Agent):
         self.normalize_advantage = bool(cfg.normalize_advantage)
 
     # -- what the on-policy trainer asks ------------------------------------------------------
-    def set_horizon(self, total_frames: int) -> None:
-        """Anneal the learning rate linearly to 0 over the run when agent.anneal_lr."""
-        self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
-
     def value(self, obs) -> Tensor:
         return self.critic(obs)
 
     compiled_steps = ("learn",)
-
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        progress = progress if progress is not None else self.progress
-        if self.anneal_frames:
-            frac = 1.0 - progress.frames.double() / self.anneal_frames
-            self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
-        metrics = self.learn(batch)
-        self.updates += 1
-        return metrics
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""

@@ -27,14 +27,14 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 from torch import Tensor
 
-from gpurl.agents.base import Agent, clip_and_step, require_discrete
+from gpurl.agents.base import AnnealedLRAgent, clip_and_step, require_discrete
 from gpurl.agents.dqn import masked_q
 from gpurl.errors import ConfigError
 from gpurl.policies import PolicyWrapper, QNetwork, make_encoder, make_exploration
 from gpurl.trainers.returns import q_lambda
 
 
-class PQNAgent(Agent):
+class PQNAgent(AnnealedLRAgent):
     name = "pqn"
     on_policy = True
     compiled_steps = ("learn",)
@@ -56,10 +56,7 @@ class PQNAgent(Agent):
             list(cfg.hidden),
             layer_norm=bool(cfg.layer_norm),
         ).to(device)
-        # a device lr, so annealing is a closed-form function of the frame counter
-        self.lr = torch.tensor(float(cfg.lr), device=device)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
-        self.anneal_frames = 0
         self.policy = PolicyWrapper(
             self.q, info, progress, make_exploration(cfg, info, random_frames), write_max_q=True
         ).to(device)
@@ -68,10 +65,6 @@ class PQNAgent(Agent):
         self.mask_key = info.action_mask_key
 
     # -- what the on-policy trainer asks ------------------------------------------------------
-    def set_horizon(self, total_frames: int) -> None:
-        """Anneal the learning rate linearly to 0 over the run when agent.anneal_lr."""
-        self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
-
     def value(self, obs) -> Tensor:
         """max_a Q(s, a) over the legal actions."""
         mask = obs.get(self.mask_key) if self.mask_key else None
@@ -82,15 +75,6 @@ class PQNAgent(Agent):
         if self.reward_scale != 1.0:
             reward = reward * self.reward_scale
         return q_lambda(reward, next_value, terminated, done, self.gamma, self.q_lambda, out)
-
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        progress = progress if progress is not None else self.progress
-        if self.anneal_frames:
-            frac = 1.0 - progress.frames.double() / self.anneal_frames
-            self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
-        metrics = self.learn(batch)
-        self.updates += 1
-        return metrics
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
