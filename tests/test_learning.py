@@ -2,12 +2,19 @@
 
 Each trains an experiment preset with its defaults for seed 0 and asserts the greedy
 evaluation return that docs/RESULTS.md reports for seeds 0, 1 and 2.
+
+The Pendulum presets run 20k frames there; here they stop at 10k and must already be at
+-200 (a stricter budget, which keeps CI under 45 minutes): every recorded run of SAC,
+TD3 and DDPG, seeds 0-2, evaluates at -128 to -159 at 10k frames (docs/bench/
+*_pendulum_s*_summary.json), and none of them has a schedule tied to total_frames, so a
+10k-frame run is the first half of the 20k one.
 """
 
 import pytest
 
 from gpurl.train import build, load_config
 
+# preset -> the final greedy return it must reach
 PRESETS = {
     "ppo_cartpole": 475.0,
     "ppo_pendulum": -250.0,
@@ -17,14 +24,16 @@ PRESETS = {
     "td3_pendulum": -200.0,
     "ddpg_pendulum": -200.0,
 }
+SHORTER = {"sac_pendulum": 10_000, "td3_pendulum": 10_000, "ddpg_pendulum": 10_000}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", PRESETS)
 def test_preset_reaches_its_return(tmp_path, experiment):
-    cfg = load_config(
-        [f"experiment={experiment}", "seed=0", "logger=none", "trainer.progress=false"]
-    )
+    overrides = [f"experiment={experiment}", "seed=0", "logger=none", "trainer.progress=false"]
+    if experiment in SHORTER:
+        overrides.append(f"trainer.total_frames={SHORTER[experiment]}")
+    cfg = load_config(overrides)
     summary = build(cfg, tmp_path).train()
     assert summary["frames"] == cfg.trainer.total_frames
     # the final evaluation, not the best one: a run is judged by where it ends
