@@ -52,17 +52,21 @@ def load_config(overrides: list[str] | None = None) -> DictConfig:
         return compose("config", overrides=list(overrides or []))
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
+
+
 def cpus_per_job(threads) -> int:
     """The cores one run keeps busy: `threads`, or all of them for threads=0 (torch's
     default). The gpurl_* launchers (configs/hydra/launcher/) reserve this many per run."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return int(threads) if int(threads) > 0 else cores or 1
+    return int(threads) if int(threads) > 0 else _cores()
 
 
 def jobs_at_once(threads) -> int:
     """How many runs of `threads` threads this machine's cores hold side by side."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // cpus_per_job(threads))
+    return max(1, _cores() // cpus_per_job(threads))
 
 
 # Registered on import: the launcher configs resolve in the sweeping process, which has

@@ -29,6 +29,17 @@ TINY = [
 ]
 
 
+def _train(cwd, args, timeout):
+    """`python -m gpurl.train ARGS` in `cwd`, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpurl.train", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @pytest.mark.slow  # subprocesses or whole runs: seconds each (CI runs slow tests)
 def test_optuna_sweep_maximises_the_final_eval_return(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
@@ -43,13 +54,7 @@ def test_optuna_sweep_maximises_the_final_eval_return(tmp_path):
         *TINY,
         f"hydra.sweep.dir={sweep}",
     ]
-    out = subprocess.run(
-        [sys.executable, "-m", "gpurl.train", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _train(tmp_path, args, timeout=300)
     assert out.returncode == 0, out.stderr
     trials = {}
     for path in sorted(sweep.glob("*_dqn_cartpole_s0/summary.json")):
@@ -93,13 +98,7 @@ def test_three_job_sweep_then_sweep_summary(tmp_path, launcher):
 
     sweep = tmp_path / "sweep"
     args = ["-m", f"hydra/launcher={launcher}", "seed=0,1,2", *TINY, f"hydra.sweep.dir={sweep}"]
-    out = subprocess.run(
-        [sys.executable, "-m", "gpurl.train", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    out = _train(tmp_path, args, timeout=600)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
     if launcher == "gpurl_ray":
