@@ -9,6 +9,7 @@ from gpurl.agents.acqin import ACIQNAgent
 from gpurl.agents.base import Agent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
+from gpurl.agents.hrl_dqn import HRLDQNAgent
 from gpurl.agents.iqn import IQNAgent
 from gpurl.agents.ppo import PPOAgent
 from gpurl.agents.pqn import PQNAgent
@@ -30,6 +31,7 @@ AGENTS: dict[str, type[Agent]] = {
     "ppo": PPOAgent,
     "a2c": A2CAgent,
     "pqn": PQNAgent,
+    "hrl_dqn": HRLDQNAgent,
 }
 
 
@@ -37,11 +39,11 @@ def make_agent(agent_cfg, info: EnvInfo, progress: Progress, random_frames: int 
     name = agent_cfg["name"]
     if name not in AGENTS:
         raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
-    if isinstance(info.action_spec, MultiCategorical):
+    multi_part = getattr(AGENTS[name], "multi_part_actions", False)
+    if isinstance(info.action_spec, MultiCategorical) and not multi_part:
         raise ConfigError(
             f"agent={name} cannot act in this env: its action is a multi-part discrete "
-            f"choice (packing's item, orientation and corner), which only a hierarchical "
-            f"agent fits, and none is built yet; drive the env from Python "
-            f"(gpurl.envs.packing, tools/eval_packing.py) meanwhile"
+            f"choice (packing's item, orientation and corner), which the hierarchical "
+            f"agent fits: use agent=hrl_dqn (e.g. experiment=packing_hrl_cpu)"
         )
     return AGENTS[name](agent_cfg, info, progress, random_frames)

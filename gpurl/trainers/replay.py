@@ -33,7 +33,7 @@ weights by (N P(i))^-beta / max.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 import torch
@@ -58,6 +58,9 @@ class ReplaySpec:
     priority_eps: float = 1e-6
     sampler: str = "auto"  # auto | sumtree | cumsum (priority.auto_sampler_kind)
     next_obs: bool = True
+    # observation entries kept in a narrower dtype than the env's (packing's heightmaps
+    # in float16) and handed back in the env's dtype when sampled
+    storage_dtypes: dict = field(default_factory=dict)
 
 
 def weighted_mean(loss: torch.Tensor, batch: TensorDict) -> torch.Tensor:
@@ -90,6 +93,7 @@ class DeviceReplay:
         self.cursor = 0  # next row to write (host int)
         self.filled = 0  # rows holding data (host int)
         self.data: dict = {}
+        self.env_dtypes: dict = {}  # the env's dtype of each entry stored narrower
         self.sampler = None
         if spec.prioritized:
             from gpurl.trainers.priority import make_priority_sampler
@@ -115,7 +119,7 @@ class DeviceReplay:
             x = x.reshape(T, self.streams, *x.shape[1 + slot_dims :])
             return x.squeeze(-1) if squeeze and x.dim() == 3 and x.shape[-1] == 1 else x
 
-        out = {("obs", *_t(k)): streams(batch.get(k)) for k in self.obs_keys}
+        out = {("obs", *_t(k)): streams(self._store(k, batch.get(k))) for k in self.obs_keys}
         out["action"] = streams(batch.get(info.action_key))
         nxt = batch.get("next")
         out["reward"] = streams(nxt.get(info.reward_key), squeeze=True).float()
@@ -125,8 +129,19 @@ class DeviceReplay:
             out["valid"] = streams(batch.get(info.valid_key)).bool()
         if self.spec.next_obs:
             for k in self.obs_keys:
-                out[("next", *_t(k))] = streams(nxt.get(k))
+                out[("next", *_t(k))] = streams(self._store(k, nxt.get(k)))
         return out
+
+    def _store(self, key, x: torch.Tensor) -> torch.Tensor:
+        dtype = self.spec.storage_dtypes.get(key)
+        if dtype is None:
+            return x
+        self.env_dtypes[key] = x.dtype
+        return x.to(dtype)
+
+    def _restore(self, key: tuple, x: torch.Tensor) -> torch.Tensor:
+        dtype = self.env_dtypes.get(_key(key))
+        return x if dtype is None else x.to(dtype)
 
     def extend(self, batch: TensorDict) -> None:
         """Store a time-major batch [T, *env batch] (a collector's rollout)."""
@@ -185,7 +200,7 @@ class DeviceReplay:
             spec.gamma,
         )
         valid = d["valid"][row, stream].float() if "valid" in d else torch.ones_like(ret)
-        out = {k[1:]: d[k][row, stream] for k in d if k[0] == "obs"}
+        out = {k[1:]: self._restore(k[1:], d[k][row, stream]) for k in d if k[0] == "obs"}
         batch = TensorDict({_key(k): v for k, v in out.items()}, batch_size=[n], device=self.device)
         batch.set("action", d["action"][row, stream])
         batch.set("reward", ret)
@@ -194,7 +209,9 @@ class DeviceReplay:
         batch.set("valid", valid)
         batch.set("index", index)
         if spec.next_obs:
-            nxt = {_key(k[1:]): d[k][last, stream] for k in d if k[0] == "next"}
+            nxt = {
+                _key(k[1:]): self._restore(k[1:], d[k][last, stream]) for k in d if k[0] == "next"
+            }
             batch.set("next", TensorDict(nxt, batch_size=[n], device=self.device))
         return batch
 
@@ -208,7 +225,12 @@ class DeviceReplay:
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        state = {"cursor": self.cursor, "filled": self.filled, "data": dict(self.data)}
+        state = {
+            "cursor": self.cursor,
+            "filled": self.filled,
+            "data": dict(self.data),
+            "env_dtypes": dict(self.env_dtypes),
+        }
         if self.sampler is not None:
             state["sampler"] = {
                 k: v for k, v in vars(self.sampler).items() if type(v) is torch.Tensor
@@ -219,6 +241,7 @@ class DeviceReplay:
     def load_state_dict(self, state: dict) -> None:
         self.cursor, self.filled = int(state["cursor"]), int(state["filled"])
         self.data = {k: v.to(self.device) for k, v in state["data"].items()}
+        self.env_dtypes = dict(state.get("env_dtypes", {}))
         if self.sampler is not None:
             for k, v in state["sampler"].items():
                 getattr(self.sampler, k).copy_(v)

@@ -217,6 +217,12 @@ class PackingEnv(NativeEnv):
             "candidate_features": manager_scalars(self.geometry, self.hm, pid, cmask),
         }
 
+    @property
+    def model(self) -> PackingGeometry:
+        """What a policy may call (EnvInfo.model): the box, the stride grid, the item pool
+        and the one canonical placement computation."""
+        return self.geometry
+
     # -- reporting ------------------------------------------------------------------------
     def episode_metrics(self) -> dict[str, torch.Tensor]:
         """Per env [B]: packed count, success, utilisation V_p / (L W H), C, P, max height."""

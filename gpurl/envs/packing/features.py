@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from gpurl.envs.packing.geometry import PackingGeometry
-from gpurl.envs.packing.orientations import FRONT, IDENTITY, LEFT, REAR, RIGHT
+from gpurl.envs.packing.orientations import FRONT, IDENTITY, LEFT, NUM_ORIENTATIONS, REAR, RIGHT
 
 MANAGER_SCALARS = 8
 MANAGER_CHANNELS = 7
@@ -94,14 +94,34 @@ def manager_maps(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tensor
     return (torch.cat((box, items), 2) / h).clamp(0.0, 1.0)
 
 
-def worker_maps(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tensor):
-    """For items `pool_ids` [B]: maps [B, 24, 3, R, R] (hm / H, centred ht / H, centred hb / H
-    with inf -> 0), and the legal mask and z-map [B, 24, G, G] over the stride-grid corners
-    (corner (i, j) is the cell (grid_step i, grid_step j))."""
+def orientation_maps(
+    geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tensor, orientations: torch.Tensor
+) -> torch.Tensor:
+    """The worker's input for items `pool_ids` [B] in orientations [B, O]: maps
+    [B, O, 3, R, R] (hm / H, centred ht / H, centred hb / H with inf -> 0)."""
     p, h, r = geom.pool, geom.height, geom.resolution
-    z, legal = geom.placement(hm, pool_ids)
-    item = torch.stack((p.ht[pool_ids], _bottom_map(p.hb[pool_ids])), 2)  # [B, 24, 2, F, F]
-    fp = p.footprint[pool_ids][:, :, None].expand(-1, -1, 2, -1)
-    item = centre_on_canvas(item, fp, r)
+    pid = pool_ids[:, None]
+    item = torch.stack((p.ht[pid, orientations], _bottom_map(p.hb[pid, orientations])), 2)
+    fp = p.footprint[pid, orientations][:, :, None].expand(-1, -1, 2, -1)
+    item = centre_on_canvas(item, fp, r)  # [B, O, 2, R, R]
     box = hm[:, None, None].expand(-1, item.shape[1], 1, r, r)
-    return (torch.cat((box, item), 2) / h).clamp(0.0, 1.0), legal, z
+    return (torch.cat((box, item), 2) / h).clamp(0.0, 1.0)
+
+
+_ALL: dict[torch.device, torch.Tensor] = {}
+
+
+def all_orientations(device: torch.device) -> torch.Tensor:
+    """[1, 24]: every orientation index, kept on the device."""
+    if device not in _ALL:
+        _ALL[device] = torch.arange(NUM_ORIENTATIONS, device=device)[None]
+    return _ALL[device]
+
+
+def worker_maps(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tensor):
+    """For items `pool_ids` [B]: maps [B, 24, 3, R, R] (`orientation_maps` of every
+    orientation), and the legal mask and z-map [B, 24, G, G] over the stride-grid corners
+    (corner (i, j) is the cell (grid_step i, grid_step j))."""
+    z, legal = geom.placement(hm, pool_ids)
+    every = all_orientations(hm.device).expand(pool_ids.shape[0], -1)
+    return orientation_maps(geom, hm, pool_ids, every), legal, z

@@ -1,0 +1,387 @@
+"""The packing agent: a manager Double DQN picks the item, a worker Double DQN places it
+(shared/specs/packing.md, "Hierarchy"; Huang et al., RA-L 2023).
+
+    manager   Q_m(s, slot) over the K candidate items (ManagerNet over each candidate's
+              7 maps and 8 scalars), masked to the valid candidates
+    worker    Q_w(s, item, (o, x, y)) = the U-Net's score of orientation o at exactly cell
+              (x, y), plus a small term over that placement's resting height and top;
+              the greedy placement is the masked argmax jointly over orientations and
+              stride-grid corners, exploration uniform over the legal placements
+
+Both levels learn from the same reward with gamma 0.95 and Double DQN targets:
+
+    manager   r + gamma * Q_m_target(s', a*),  a* = argmax over s' valid candidates of Q_m
+    worker    r + gamma * Q_w_target(s', i', p*), i' = the online manager's greedy item at
+              s', p* = argmax over the legal placements of i' of the online Q_w
+    (0 bootstrap at a terminal s', or when s' has no valid candidate / legal placement)
+
+Schedules are closed-form functions of the progress record's episode counter, in
+episode rounds (progress.episodes / num_envs: the spec's episodes for one env):
+
+    epsilon(ep)   epsilon_floor + epsilon_scale * exp(-ep / epsilon_decay)
+    stage 1       ep < stage1_episodes: worker only; the item comes from a heuristic
+                  drawn per step among largest / smallest / random / flattest
+    stage 2       the manager picks; it learns during every `manager_every`-th episode
+                  round; both learning rates drop to lr_stage2
+    targets       hard copies of both networks every `target_every` episode rounds
+
+The gates are device tensors: the learning rates are device scalars (0 when a level
+does not learn) and a due target copy is a lerp with weight 1, so no schedule reads the
+device from the host. Replay keeps the compact state (float16 heightmap, item ids,
+candidates, the action); the maps both networks read are rebuilt from it at sample time
+through the env's one canonical geometry (envs/packing/features.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from torch import nn
+
+from gpurl.agents.base import Agent, clip_and_step, make_optimizer, target_copy
+from gpurl.envs.info import EnvInfo
+from gpurl.envs.packing.features import all_orientations, manager_maps, orientation_maps
+from gpurl.envs.packing.geometry import PackingGeometry
+from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
+from gpurl.envs.packing.placement import placement_at
+from gpurl.errors import ConfigError
+from gpurl.policies.packing import ManagerNet, WorkerUNet
+from gpurl.policies.wrapper import exploring
+from gpurl.progress import Progress
+from gpurl.trainers.replay import ReplaySpec, weighted_mean
+
+OBS_KEYS = ["heightmap", "items", "candidates", "candidate_mask", "candidate_features"]
+HEURISTICS = 4  # largest, smallest, random, flattest
+
+
+# -- Q-values -------------------------------------------------------------------------------
+def corner_cells(scores: torch.Tensor, grid_step: int) -> torch.Tensor:
+    """Scores [..., R, R] at the stride-grid corners [..., G, G]: corner (i, j) is exactly
+    cell (grid_step i, grid_step j)."""
+    return scores[..., ::grid_step, ::grid_step]
+
+
+def manager_q(
+    net: ManagerNet,
+    geom: PackingGeometry,
+    hm: torch.Tensor,
+    pool_ids: torch.Tensor,
+    scalars: torch.Tensor,
+    chunk: int,
+) -> torch.Tensor:
+    """Q_m [B, K] for candidates pool_ids [B, K]; maps are built `chunk` slots at a time."""
+    k = pool_ids.shape[1]
+    parts = [
+        net(manager_maps(geom, hm, pool_ids[:, i : i + chunk]), scalars[:, i : i + chunk])
+        for i in range(0, k, chunk)
+    ]
+    return torch.cat(parts, 1)
+
+
+def worker_q(
+    net: WorkerUNet,
+    geom: PackingGeometry,
+    hm: torch.Tensor,
+    pool_ids: torch.Tensor,
+    chunk: int,
+    z: torch.Tensor | None = None,
+    legal: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q_w [B, 24, G, G] of every placement of items pool_ids [B], and the legal mask.
+
+    The U-Net runs over `chunk` orientations at a time (memory stays bounded at R = 200).
+    """
+    if z is None:
+        z, legal = geom.placement(hm, pool_ids)
+    every = all_orientations(hm.device).expand(pool_ids.shape[0], -1)
+    scores = [
+        corner_cells(
+            net.scores(orientation_maps(geom, hm, pool_ids, every[:, i : i + chunk])),
+            geom.grid_step,
+        )
+        for i in range(0, NUM_ORIENTATIONS, chunk)
+    ]
+    h = geom.height
+    top = z + geom.pool.ht_max[pool_ids][:, :, None, None]
+    return torch.cat(scores, 1) + net.corner_term(_unit(z, h), _unit(top, h)), legal
+
+
+def worker_q_at(
+    net: WorkerUNet, geom: PackingGeometry, hm: torch.Tensor, pool_ids, ori, ix, iy
+) -> torch.Tensor:
+    """Q_w [B] of one placement per env: only that orientation goes through the U-Net."""
+    maps = orientation_maps(geom, hm, pool_ids, ori[:, None])[:, 0]
+    env = torch.arange(hm.shape[0], device=hm.device)
+    score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
+    p, h = geom.pool, geom.height
+    ht_max = p.ht_max[pool_ids, ori]
+    z, _ = placement_at(
+        hm,
+        p.hb[pool_ids, ori],
+        ht_max,
+        p.footprint[pool_ids, ori],
+        ix * geom.grid_step,
+        iy * geom.grid_step,
+        h,
+    )
+    top = z + ht_max
+    return score + net.corner_term(_unit(z, h), _unit(top, h))
+
+
+def _unit(x: torch.Tensor, height: float) -> torch.Tensor:
+    return (x / height).clamp(0.0, 2.0)
+
+
+def joint_argmax(q: torch.Tensor, legal: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Masked argmax of q [B, O, G, G] jointly over orientations and corners: (o, ix, iy)."""
+    g = q.shape[-1]
+    flat = q.masked_fill(~legal, float("-inf")).flatten(1).argmax(1)
+    return decode(flat, g)
+
+
+def decode(flat: torch.Tensor, corners: int) -> tuple[torch.Tensor, ...]:
+    """Flat index over (o, ix, iy) -> (o, ix, iy)."""
+    cells = corners * corners
+    return flat // cells, (flat % cells) // corners, flat % corners
+
+
+def double_q_value(q_online: torch.Tensor, q_target: torch.Tensor, mask: torch.Tensor):
+    """Q_target at the online argmax over the True entries of mask [B, ...]; 0 where none.
+    Returns (value [B], flat argmax [B])."""
+    best = q_online.masked_fill(~mask, float("-inf")).flatten(1).argmax(1)
+    value = q_target.flatten(1).gather(1, best[:, None]).squeeze(1)
+    return torch.where(mask.flatten(1).any(1), value, 0.0), best
+
+
+def uniform_choice(mask: torch.Tensor) -> torch.Tensor:
+    """A uniformly drawn True index per row of mask [B, n] (0 where none)."""
+    u = torch.rand(mask.shape, device=mask.device)
+    return torch.where(mask, u, -1.0).argmax(1)
+
+
+def heuristic_slot(mask: torch.Tensor, scalars: torch.Tensor, rule: torch.Tensor) -> torch.Tensor:
+    """Stage 1's item order: per env rule 0 largest, 1 smallest, 2 random, 3 flattest
+    (least height over the larger footprint side), among the valid candidates (which
+    come first, largest bounding box first: features.candidate_slots)."""
+    count = mask.sum(1)
+    largest = torch.zeros_like(count)
+    smallest = (count - 1).clamp_min(0)
+    flatness = scalars[..., 2] / scalars[..., :2].amax(-1).clamp_min(1e-6)
+    flattest = flatness.masked_fill(~mask, float("inf")).argmin(1)
+    rules = torch.stack((largest, smallest, uniform_choice(mask), flattest), 1)
+    return rules.gather(1, rule[:, None]).squeeze(1)
+
+
+class Schedule:
+    """The agent's episode-round schedules, closed-form in the progress record."""
+
+    def __init__(self, cfg, num_envs: int, random_frames: int):
+        self.num_envs = num_envs
+        self.random_frames = int(random_frames)
+        self.floor, self.scale = float(cfg.epsilon_floor), float(cfg.epsilon_scale)
+        self.decay = float(cfg.epsilon_decay)
+        self.stage1 = float(cfg.stage1_episodes)
+        self.manager_every = int(cfg.manager_every)
+        self.target_every = int(cfg.target_every)
+
+    def rounds(self, progress: Progress) -> torch.Tensor:
+        return progress.episodes.double() / self.num_envs
+
+    def epsilon(self, progress: Progress) -> torch.Tensor:
+        eps = self.floor + self.scale * torch.exp(-self.rounds(progress) / self.decay)
+        return torch.where(progress.frames < self.random_frames, 1.0, eps)
+
+    def stage2(self, progress: Progress) -> torch.Tensor:
+        return self.rounds(progress) >= self.stage1
+
+    def manager_turn(self, progress: Progress) -> torch.Tensor:
+        """The manager learns during every manager_every-th episode round of stage 2."""
+        turn = self.rounds(progress).floor().long() % self.manager_every == 0
+        return self.stage2(progress) & turn
+
+    def target_round(self, progress: Progress) -> torch.Tensor:
+        return (self.rounds(progress) / self.target_every).floor()
+
+
+# -- acting ---------------------------------------------------------------------------------
+class HRLPolicy(TensorDictModuleBase):
+    """Manager then worker, batched over envs: td in, td out with "action" [B, 4] =
+    (slot, orientation, ix, iy). Greedy under ExplorationType.DETERMINISTIC; otherwise
+    epsilon-greedy at both levels, with stage 1's heuristic item order."""
+
+    def __init__(self, agent: HRLDQNAgent):
+        super().__init__()
+        self.manager, self.worker = agent.manager, agent.worker
+        self.geom, self.progress, self.schedule = agent.geom, agent.progress, agent.schedule
+        self.manager_chunk, self.worker_chunk = agent.manager_chunk, agent.worker_chunk
+        self.autocast = agent.autocast
+        self.in_keys = list(OBS_KEYS)
+        self.out_keys = ["action"]
+
+    @torch.no_grad()
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        with self.autocast():
+            return self._act(td)
+
+    def _act(self, td: TensorDictBase) -> TensorDictBase:
+        geom = self.geom
+        hm, mask, scalars = td["heightmap"], td["candidate_mask"], td["candidate_features"]
+        pool_c = td["items"].gather(1, td["candidates"])
+        q_m = manager_q(self.manager, geom, hm, pool_c, scalars, self.manager_chunk)
+        slot = q_m.masked_fill(~mask, float("-inf")).argmax(1)
+        explore = exploring()
+        b = hm.shape[0]
+        if explore:
+            eps = self.schedule.epsilon(self.progress)
+            rule = torch.randint(HEURISTICS, (b,), device=hm.device)
+            slot = torch.where(torch.rand(b, device=hm.device) < eps, uniform_choice(mask), slot)
+            slot = torch.where(
+                self.schedule.stage2(self.progress), slot, heuristic_slot(mask, scalars, rule)
+            )
+        pid = pool_c.gather(1, slot[:, None]).squeeze(1)
+        q_w, legal = worker_q(self.worker, geom, hm, pid, self.worker_chunk)
+        flat = q_w.masked_fill(~legal, float("-inf")).flatten(1).argmax(1)
+        if explore:
+            random_flat = uniform_choice(legal.flatten(1))
+            flat = torch.where(torch.rand(b, device=hm.device) < eps, random_flat, flat)
+        ori, ix, iy = decode(flat, geom.corners)
+        td.set("action", torch.stack((slot, ori, ix, iy), -1))
+        return td
+
+
+# -- the agent ------------------------------------------------------------------------------
+class HRLDQNAgent(Agent):
+    name = "hrl_dqn"
+    multi_part_actions = True  # acts in packing's (slot, orientation, ix, iy) action
+
+    def __init__(self, cfg, info: EnvInfo, progress: Progress, random_frames: int = 0):
+        super().__init__(cfg, info, progress)
+        if not isinstance(info.model, PackingGeometry):
+            raise ConfigError(
+                "agent=hrl_dqn packs items on heightmaps: use it with env=packing "
+                "(e.g. experiment=packing_hrl_cpu)"
+            )
+        self.geom: PackingGeometry = info.model
+        dev = info.device
+        self.manager = ManagerNet(
+            cfg.manager.channels,
+            cfg.manager.blocks,
+            cfg.manager.stem,
+            cfg.manager.scalar_features,
+            cfg.manager.hidden,
+        ).to(dev)
+        # channels-last: oneDNN's convolutions are 1.6-2.4x faster on the U-Net's few
+        # channels (CPU, measured), and it is the layout tensor cores want on CUDA
+        self.worker = WorkerUNet(cfg.worker.channels, cfg.worker.corner_features).to(
+            dev, memory_format=torch.channels_last
+        )
+        self.manager_target = target_copy(self.manager)
+        self.worker_target = target_copy(self.worker)
+        self.manager_chunk = int(cfg.manager_chunk)
+        self.worker_chunk = int(cfg.worker_chunk)
+        if self.manager_chunk < 1 or self.worker_chunk < 1:
+            raise ConfigError("agent.manager_chunk and agent.worker_chunk must be >= 1")
+        # learning rates as device scalars: the stage gates set them without a host read
+        self.worker_lr = torch.tensor(float(cfg.lr), device=dev)
+        self.manager_lr = torch.zeros((), device=dev)
+        self.worker_optimizer = make_optimizer(self.worker.parameters(), self.worker_lr)
+        self.manager_optimizer = make_optimizer(self.manager.parameters(), self.manager_lr)
+        self.schedule = Schedule(cfg, int(info.batch_shape.numel()), random_frames)
+        self.copied = torch.zeros((), dtype=torch.float64, device=dev)  # last target round
+        # agent.bf16 on CUDA: forward passes in bf16 (gradients and Adam stay fp32)
+        self.bf16 = bool(cfg.get("bf16", False)) and dev.type == "cuda"
+        self.policy = HRLPolicy(self)
+
+    def autocast(self):
+        return torch.autocast("cuda", torch.bfloat16, enabled=self.bf16)
+
+    def replay_spec(self) -> ReplaySpec:
+        return ReplaySpec(
+            n_step=1, gamma=float(self.cfg.gamma), storage_dtypes={"heightmap": torch.float16}
+        )
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "copied": self.copied.clone()}
+
+    def load_state_dict(self, state) -> None:
+        super().load_state_dict(state)
+        self.copied.copy_(state["copied"])
+
+    # -- learning ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def targets(self, batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Double DQN targets (manager, worker) [n] with the masks of the next state."""
+        geom, nxt = self.geom, batch["next"]
+        hm, mask, scalars = nxt["heightmap"], nxt["candidate_mask"], nxt["candidate_features"]
+        pool_c = nxt["items"].gather(1, nxt["candidates"])
+        online = manager_q(self.manager, geom, hm, pool_c, scalars, self.manager_chunk)
+        target = manager_q(self.manager_target, geom, hm, pool_c, scalars, self.manager_chunk)
+        v_m, slot = double_q_value(online, target, mask)
+        pid = pool_c.gather(1, slot[:, None]).squeeze(1)
+        z, legal = geom.placement(hm, pid)
+        q_w, _ = worker_q(self.worker, geom, hm, pid, self.worker_chunk, z, legal)
+        _, best = double_q_value(q_w, q_w, legal)
+        ori, ix, iy = decode(best, geom.corners)
+        v_w = worker_q_at(self.worker_target, geom, hm, pid, ori, ix, iy)
+        v_w = torch.where(legal.flatten(1).any(1) & mask.any(1), v_w, 0.0)
+        reward, discount = batch["reward"], batch["discount"]
+        return reward + discount * v_m, reward + discount * v_w
+
+    def update(self, batch: TensorDict, progress: Progress | None = None) -> TensorDict:
+        progress = progress if progress is not None else self.progress
+        cfg, sched = self.cfg, self.schedule
+        stage2 = sched.stage2(progress)
+        self.worker_lr.copy_(torch.where(stage2, float(cfg.lr_stage2), float(cfg.lr)))
+        self.manager_lr.copy_(torch.where(sched.manager_turn(progress), float(cfg.lr_stage2), 0.0))
+        metrics = self.learn(batch)
+        # a due hard copy is a lerp with weight 1 (0 otherwise): no host read
+        rnd = sched.target_round(progress)
+        due = (rnd > self.copied).float()
+        for target, online in (
+            (self.manager_target, self.manager),
+            (self.worker_target, self.worker),
+        ):
+            torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), due)
+        self.copied.copy_(torch.maximum(self.copied, rnd))
+        self.updates += 1
+        return metrics
+
+    def learn(self, batch: TensorDict) -> TensorDict:
+        with self.autocast():
+            return self._learn(batch)
+
+    def _learn(self, batch: TensorDict) -> TensorDict:
+        geom = self.geom
+        t_m, t_w = self.targets(batch)
+        hm = batch["heightmap"]
+        slot, ori, ix, iy = batch["action"].long().unbind(-1)
+        pool_c = batch["items"].gather(1, batch["candidates"])
+        pid = pool_c.gather(1, slot[:, None]).squeeze(1)
+        q_w = worker_q_at(self.worker, geom, hm, pid, ori, ix, iy).float()
+        t_m, t_w = t_m.float(), t_w.float()
+        loss_w = weighted_mean(F.smooth_l1_loss(q_w, t_w, reduction="none"), batch)
+        clip_and_step(
+            self.worker_optimizer, self.worker.parameters(), loss_w, self.cfg.max_grad_norm
+        )
+        q_all = manager_q(
+            self.manager, geom, hm, pool_c, batch["candidate_features"], self.manager_chunk
+        )
+        q_m = q_all.gather(1, slot[:, None]).squeeze(1).float()
+        loss_m = weighted_mean(F.smooth_l1_loss(q_m, t_m, reduction="none"), batch)
+        clip_and_step(
+            self.manager_optimizer, self.manager.parameters(), loss_m, self.cfg.max_grad_norm
+        )
+        return TensorDict(
+            loss_worker=loss_w.detach(),
+            loss_manager=loss_m.detach(),
+            q_worker=q_w.detach().mean(),
+            q_manager=q_m.detach().mean(),
+            epsilon=self.schedule.epsilon(self.progress).float(),
+            stage=self.schedule.stage2(self.progress).float() + 1.0,
+        )
+
+
+def parameter_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

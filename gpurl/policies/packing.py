@@ -1,0 +1,149 @@
+"""The packing agent's two networks (shared/specs/packing.md, "Hierarchy").
+
+ManagerNet scores candidate items: a ResNet-style trunk over each candidate's 7 maps
+(box heightmap; the item's tops from front, rear, left, right and at identity; its bottom
+at identity), a scalar branch over the candidate's 8 scalars, and an MLP head to one Q
+per candidate. The spec's network is ResNet-18 (channels 64-128-256-512, two basic blocks
+a stage) with an 8 -> 64 scalar branch and a 576 -> 128 -> 128 -> 1 head, 11.3M params.
+
+WorkerUNet scores placements: a U-Net over one orientation's 3 maps (normalised box
+heightmap, centred item top, centred item bottom) to one score per cell. The spec's
+network has channels 32-64-128-256 (two 3x3 convs a level, three poolings, three
+transposed convs with skip connections, a 1x1 conv to one channel), 1.9M params. Q of
+corner (x, y) is the score at exactly that cell, plus (with `corner_features`) a small
+MLP over the exact resting height of that placement and its top: the same value is
+trained and acted on (the spec's FIX).
+
+Both sizes are config: the spec's full networks for the GPU preset and small ones for
+CPU training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gpurl.envs.packing.features import MANAGER_CHANNELS, MANAGER_SCALARS, WORKER_CHANNELS
+
+
+class BasicBlock(nn.Module):
+    """ResNet's basic block: two 3x3 convs with batch-free (GroupNorm(1)) normalisation.
+
+    GroupNorm instead of BatchNorm: the manager scores one env's candidates at act time and
+    a replay batch at train time, and a Q-network's output should not depend on which."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.norm1 = nn.GroupNorm(1, c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.norm2 = nn.GroupNorm(1, c_out)
+        self.skip = None
+        if stride != 1 or c_in != c_out:
+            self.skip = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.GroupNorm(1, c_out)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.norm1(self.conv1(x)))
+        y = self.norm2(self.conv2(y))
+        return F.relu(y + (x if self.skip is None else self.skip(x)))
+
+
+class ManagerNet(nn.Module):
+    def __init__(
+        self,
+        channels: Sequence[int] = (64, 128, 256, 512),
+        blocks: Sequence[int] = (2, 2, 2, 2),
+        stem: int = 64,
+        scalar_features: int = 64,
+        hidden: Sequence[int] = (128, 128),
+    ):
+        super().__init__()
+        # ResNet's stem: a strided 7x7 conv and a max-pool quarter the map
+        layers: list[nn.Module] = [
+            nn.Conv2d(MANAGER_CHANNELS, stem, 7, 2, 3, bias=False),
+            nn.GroupNorm(1, stem),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        ]
+        c_in = stem
+        for i, (c, n) in enumerate(zip(channels, blocks, strict=True)):
+            for j in range(n):
+                layers.append(BasicBlock(c_in, c, 2 if (j == 0 and i > 0) else 1))
+                c_in = c
+        self.trunk = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.scalars = nn.Sequential(nn.Linear(MANAGER_SCALARS, scalar_features), nn.ReLU())
+        head: list[nn.Module] = []
+        width = c_in + scalar_features
+        for h in hidden:
+            head += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.head = nn.Sequential(*head, nn.Linear(width, 1))
+
+    def forward(self, maps: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
+        """maps [..., 7, R, R], scalars [..., 8] -> Q [...]."""
+        lead = maps.shape[:-3]
+        x = self.trunk(maps.reshape(-1, *maps.shape[-3:]))
+        s = self.scalars(scalars.reshape(-1, scalars.shape[-1]))
+        return self.head(torch.cat((x, s), -1)).reshape(lead)
+
+
+def _double_conv(c_in: int, c_out: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(c_out, c_out, 3, padding=1),
+        nn.ReLU(),
+    )
+
+
+class WorkerUNet(nn.Module):
+    def __init__(self, channels: Sequence[int] = (32, 64, 128, 256), corner_features: bool = True):
+        super().__init__()
+        channels = list(channels)
+        self.down = nn.ModuleList()
+        c_in = WORKER_CHANNELS
+        for c in channels:
+            self.down.append(_double_conv(c_in, c))
+            c_in = c
+        self.up = nn.ModuleList()
+        self.merge = nn.ModuleList()
+        for c in reversed(channels[:-1]):
+            self.up.append(nn.ConvTranspose2d(c_in, c, 2, 2))
+            self.merge.append(_double_conv(2 * c, c))
+            c_in = c
+        self.out = nn.Conv2d(c_in, 1, 1)
+        self.levels = len(channels)
+        # Q's per-placement term over (z / H, (z + max ht) / H) of that exact placement
+        self.corner = (
+            nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+            if corner_features
+            else None
+        )
+
+    def scores(self, maps: torch.Tensor) -> torch.Tensor:
+        """maps [..., 3, R, R] -> a score per cell [..., R, R]."""
+        lead, r = maps.shape[:-3], maps.shape[-1]
+        x = maps.reshape(-1, *maps.shape[-3:])
+        # pad to a multiple of 2^(levels - 1) so every pooling halves exactly; crop after
+        unit = 2 ** (self.levels - 1)
+        pad = -r % unit
+        if pad:
+            x = F.pad(x, (0, pad, 0, pad))
+        skips = []
+        for i, block in enumerate(self.down):
+            x = block(x if i == 0 else F.max_pool2d(x, 2))
+            skips.append(x)
+        for up, merge, skip in zip(self.up, self.merge, reversed(skips[:-1]), strict=True):
+            x = merge(torch.cat((up(x), skip), 1))
+        return self.out(x)[:, 0, :r, :r].reshape(*lead, r, r)
+
+    def corner_term(self, z: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+        """The per-placement term for resting heights z and tops z + max ht (both / H)."""
+        if self.corner is None:
+            return torch.zeros_like(z)
+        return self.corner(torch.stack((z, top), -1)).squeeze(-1)
