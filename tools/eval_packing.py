@@ -1,8 +1,12 @@
-"""Random and heuristic policies over a fixed set of packing episodes, one JSON record each.
+"""Random, heuristic and learned policies over a fixed set of packing episodes, one JSON
+record each.
 
     python tools/eval_packing.py                 # 100 episodes, 20 objects, R 200, 30 steps
-The episodes are the envs of one batch (num_envs = episodes), drawn from --seed, so both
-policies see the same items; everything runs batched and is read on the host once.
+    python tools/eval_packing.py --checkpoint runs/packing_hrl_cpu_s0   # + the learned packer
+The episodes are the envs of one batch (num_envs = episodes), drawn from --seed, so every
+policy sees the same items; everything runs batched and is read on the host once. With
+--checkpoint the env settings are the run's own (its .hydra/config.yaml: box, resolution,
+grid, items, candidates, max_steps), and the learned policy acts greedily.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import torchrl
 from gpurl.envs.packing.baselines import HeuristicPolicy, RandomPolicy
 from gpurl.envs.packing.env import PackingEnv
 from gpurl.envs.packing.evaluation import evaluate
+from gpurl.trainers.evaluation import greedy
 
 POLICIES = {"random": RandomPolicy, "heuristic": HeuristicPolicy}
 
@@ -28,7 +33,8 @@ def main(argv=None) -> None:
     ap.add_argument("--resolution", type=int, default=200)
     ap.add_argument("--max-steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--policies", default="random,heuristic")
+    ap.add_argument("--policies", default="random,heuristic", help="and learned, with --checkpoint")
+    ap.add_argument("--checkpoint", help="a gpurl run directory (or checkpoint file) to evaluate")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kernel", choices=["compiled", "eager"], default="compiled")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -41,10 +47,25 @@ def main(argv=None) -> None:
         max_steps=args.max_steps,
         compile_placement=args.kernel == "compiled",
     )
-    for name in args.policies.split(","):
+    policies = dict(POLICIES)
+    names = args.policies.split(",")
+    run = None
+    if args.checkpoint:
+        from gpurl.envs import env_kwargs
+        from gpurl.train import load_trained
+
+        run_cfg, agent = load_trained(args.checkpoint, args.device)
+        cfg = env_kwargs(run_cfg.env)
+        cfg["compile_placement"] = args.kernel == "compiled"
+        policies["learned"] = lambda geometry: greedy(agent.policy)
+        names = [*names, "learned"] if "learned" not in names else names
+        run = str(args.checkpoint)
+    for name in names:
+        if name not in policies:
+            ap.error(f"unknown policy {name!r}: random, heuristic, or learned with --checkpoint")
         env = PackingEnv(num_envs=args.episodes, device=args.device, seed=args.seed, **cfg)
         t0, c0 = time.perf_counter(), time.process_time()
-        means = evaluate(env, POLICIES[name])
+        means = evaluate(env, policies[name])
         print(
             json.dumps(
                 {
@@ -52,6 +73,7 @@ def main(argv=None) -> None:
                     "episodes": args.episodes,
                     "seed": args.seed,
                     "config": cfg,
+                    "checkpoint": run,
                     "box_size": list(env.geometry.box_size),
                     "device": args.device,
                     "torch": torch.__version__,

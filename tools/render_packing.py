@@ -1,7 +1,9 @@
 """Render a packed box: shaded heightmap, item footprints outlined, metrics in the title.
 
     python tools/render_packing.py --out docs/packing_heuristic.png
-Runs one heuristic episode (or --policy random) and prints one JSON record.
+    python tools/render_packing.py --checkpoint RUN_DIR --out docs/packing_learned.png
+Runs one heuristic episode (or --policy random, or the greedy learned packer of a run
+with --checkpoint, on the run's env settings) and prints one JSON record.
 """
 
 from __future__ import annotations
@@ -17,30 +19,44 @@ import torch  # noqa: E402
 from matplotlib.colors import LightSource  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from gpurl.envs import env_kwargs  # noqa: E402
 from gpurl.envs.packing.baselines import HeuristicPolicy, RandomPolicy  # noqa: E402
 from gpurl.envs.packing.env import PackingEnv  # noqa: E402
+from gpurl.train import load_trained  # noqa: E402
+from gpurl.trainers.evaluation import greedy  # noqa: E402
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--policy", choices=["heuristic", "random"], default="heuristic")
+    ap.add_argument("--policy", choices=["heuristic", "random", "learned"], default=None)
+    ap.add_argument("--checkpoint", help="a gpurl run directory: draw its learned packer")
     ap.add_argument("--num-objects", type=int, default=20)
     ap.add_argument("--resolution", type=int, default=200)
     ap.add_argument("--max-steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compile", action="store_true")
     args = ap.parse_args(argv)
-    env = PackingEnv(
-        num_envs=1,
-        seed=args.seed,
+    args.policy = args.policy or ("learned" if args.checkpoint else "heuristic")
+    if (args.policy == "learned") != bool(args.checkpoint):
+        ap.error("--policy learned goes with --checkpoint RUN_DIR (and only it)")
+    options = dict(
         num_objects=args.num_objects,
         resolution=args.resolution,
         max_steps=args.max_steps,
         compile_placement=args.compile,
     )
+    if args.checkpoint:
+        run_cfg, agent = load_trained(args.checkpoint)
+        options = {**env_kwargs(run_cfg.env), "compile_placement": args.compile}
+    env = PackingEnv(num_envs=1, seed=args.seed, **options)
     geom = env.geometry
-    policy = HeuristicPolicy(geom) if args.policy == "heuristic" else RandomPolicy(geom, args.seed)
+    if args.policy == "learned":
+        policy = greedy(agent.policy)
+    elif args.policy == "heuristic":
+        policy = HeuristicPolicy(geom)
+    else:
+        policy = RandomPolicy(geom, args.seed)
     td = env.reset()
     boxes = []
     for _ in range(env.max_episode_steps):

@@ -29,6 +29,16 @@ NATIVE_ENVS: dict[str, type[NativeEnv]] = {
 _FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id", "validate_actions"}
 
 
+def env_kwargs(env_cfg: Mapping) -> dict:
+    """The constructor options of a native env config (everything but the factory's keys),
+    as plain Python values."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(env_cfg, DictConfig):
+        env_cfg = OmegaConf.to_container(env_cfg, resolve=True)
+    return {k: v for k, v in env_cfg.items() if k not in _FACTORY_KEYS}
+
+
 def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None = None):
     """Build the env an env config names; `num_envs` overrides the config's count."""
     name = env_cfg["name"]
@@ -40,7 +50,7 @@ def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None
     if name not in NATIVE_ENVS:
         known = ", ".join(sorted([*NATIVE_ENVS, "gym"]))
         raise ConfigError(f"unknown env '{name}': choose one of {known}")
-    kwargs = {k: v for k, v in env_cfg.items() if k not in _FACTORY_KEYS}
+    kwargs = env_kwargs(env_cfg)
     try:
         env = NATIVE_ENVS[name](num_envs=n, device=device, seed=seed, **kwargs)
     except TypeError as err:

@@ -1,0 +1,382 @@
+"""The packing agent (agents/hrl_dqn.py): Q at the exact cell, the joint masked argmax,
+Double DQN targets at both levels, maps rebuilt at sample time, the schedules, the
+candidate mask, and a training iteration with no host reads."""
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+
+from gpurl.agents import make_agent
+from gpurl.agents.hrl_dqn import (
+    corner_cells,
+    decode,
+    double_q_value,
+    heuristic_slot,
+    joint_argmax,
+    manager_q,
+    worker_q,
+    worker_q_at,
+)
+from gpurl.envs.info import env_info
+from gpurl.envs.packing.env import PackingEnv
+from gpurl.envs.packing.features import orientation_maps, worker_maps
+from gpurl.errors import ConfigError
+from gpurl.progress import Progress
+from gpurl.train import build, load_config
+from gpurl.trainers.collector import make_collector
+from gpurl.trainers.replay import DeviceReplay
+
+from .conftest import assert_iterations_read_nothing
+
+SMALL_ENV = dict(resolution=16, grid_step=2, pool_size=8, num_objects=6, num_candidates=4)
+
+
+def agent_cfg(**over):
+    cfg = OmegaConf.load("gpurl/configs/agent/hrl_dqn.yaml")
+    cfg.manager = dict(channels=[8], blocks=[1], stem=8, scalar_features=8, hidden=[16])
+    cfg.worker = dict(channels=[4, 8], corner_features=True)
+    cfg.manager_chunk, cfg.worker_chunk = 3, 5  # chunks that do not divide K or 24
+    for k, v in over.items():
+        cfg[k] = v
+    return cfg
+
+
+def make(num_envs=4, seed=0, random_frames=0, **over):
+    torch.manual_seed(seed)
+    env = PackingEnv(num_envs=num_envs, seed=seed, box_size=(0.08, 0.08, 0.08), **SMALL_ENV)
+    progress = Progress()
+    agent = make_agent(agent_cfg(**over), env_info(env), progress, random_frames)
+    return env, agent, progress
+
+
+def played(env, agent, steps=3):
+    """An observation a few placements into the episodes (non-flat heightmaps)."""
+    td = env.lean_reset()
+    for _ in range(steps):
+        _, td = env.lean_step(agent.policy(td)["action"])
+    return td
+
+
+# -- the worker's Q -------------------------------------------------------------------------
+def test_corner_cells_read_the_exact_cell():
+    r, g = 16, 3
+    scores = torch.arange(r * r, dtype=torch.float32).view(1, r, r)
+    cells = corner_cells(scores, g)
+    assert cells.shape == (1, 6, 6)  # corners 0, 3, ..., 15
+    for i in range(6):
+        for j in range(6):
+            assert cells[0, i, j] == scores[0, 3 * i, 3 * j]
+
+
+def test_worker_trains_on_the_value_it_acts_on():
+    """Q_w over every placement (acting) equals Q_w of one placement (training), for every
+    corner, orientation and env: one value, at the exact cell."""
+    env, agent, _ = make()
+    td = played(env, agent)
+    geom = agent.geom
+    pid = td["items"].gather(1, td["candidates"][:, :1]).squeeze(1)
+    with torch.no_grad():
+        q, legal = worker_q(agent.worker, geom, td["heightmap"], pid, agent.worker_chunk)
+        assert q.shape == (4, 24, geom.corners, geom.corners)
+        g = geom.corners
+        for ori, ix, iy in [(0, 0, 0), (5, 3, 7), (23, g - 1, g - 1), (11, g - 1, 0)]:
+            full = torch.full((4,), ori), torch.full((4,), ix), torch.full((4,), iy)
+            one = worker_q_at(agent.worker, geom, td["heightmap"], pid, *full)
+            torch.testing.assert_close(one, q[:, ori, ix, iy], rtol=1e-5, atol=1e-5)
+    # the legal mask is the env's own
+    _, env_legal, _ = worker_maps(geom, td["heightmap"], pid)
+    assert torch.equal(legal, env_legal)
+
+
+def test_joint_masked_argmax_over_orientations_and_corners():
+    g = 3
+    q = torch.zeros(2, 24, g, g)
+    legal = torch.zeros(2, 24, g, g, dtype=torch.bool)
+    q[0, 7, 2, 1] = 9.0  # the best, but illegal
+    q[0, 20, 0, 2] = 5.0
+    legal[0, 20, 0, 2] = legal[0, 3, 1, 1] = True
+    q[1] = -10.0  # every legal value negative: the largest legal one wins over 0s
+    q[1, 2, 1, 0], q[1, 4, 2, 2] = -1.0, -3.0
+    legal[1, 2, 1, 0] = legal[1, 4, 2, 2] = True
+    ori, ix, iy = joint_argmax(q, legal)
+    assert ori.tolist() == [20, 2] and ix.tolist() == [0, 1] and iy.tolist() == [2, 0]
+    flat = torch.tensor([20 * g * g + 0 * g + 2])
+    assert [t.item() for t in decode(flat, g)] == [20, 0, 2]
+
+
+# -- Double DQN targets ---------------------------------------------------------------------
+def test_double_q_value_selects_online_evaluates_target_and_masks():
+    online = torch.tensor([[1.0, 5.0, 3.0], [2.0, 1.0, 0.0], [1.0, 2.0, 3.0]])
+    target = torch.tensor([[10.0, 20.0, 30.0], [7.0, 8.0, 9.0], [4.0, 5.0, 6.0]])
+    mask = torch.tensor([[True, False, True], [True, True, True], [False, False, False]])
+    value, best = double_q_value(online, target, mask)
+    # row 0: online's best legal is index 2 (5.0 is masked) -> target 30; row 2: none -> 0
+    assert value.tolist() == [30.0, 7.0, 0.0]
+    assert best[:2].tolist() == [2, 0]
+
+
+def sampled_batch(env, agent, progress, steps=6, batch_size=16):
+    info = env_info(env)
+    collector = make_collector(env, agent.policy, info, steps * env.num_envs, progress)
+    replay = DeviceReplay(
+        agent.replay_spec(), info, agent.policy.in_keys, 1000, batch_size, env.device
+    )
+    rollout = collector.rollout()
+    replay.extend(rollout)
+    return rollout, replay, replay.sample(progress)
+
+
+def test_targets_at_both_levels_with_the_next_state_masks():
+    env, agent, progress = make()
+    _, _, batch = sampled_batch(env, agent, progress)
+    with torch.no_grad():  # targets differ from online networks
+        for p in (*agent.manager_target.parameters(), *agent.worker_target.parameters()):
+            p.add_(0.3 * torch.randn_like(p))
+    t_m, t_w = agent.targets(batch)
+    geom, nxt = agent.geom, batch["next"]
+    hm, mask = nxt["heightmap"], nxt["candidate_mask"]
+    pool_c = nxt["items"].gather(1, nxt["candidates"])
+    with torch.no_grad():
+        feats = nxt["candidate_features"]
+        on_m = manager_q(agent.manager, geom, hm, pool_c, feats, 100)
+        tg_m = manager_q(agent.manager_target, geom, hm, pool_c, feats, 100)
+        ref_m, ref_w = [], []
+        for i in range(hm.shape[0]):
+            legal_slots = mask[i].nonzero().flatten()
+            if len(legal_slots) == 0:
+                ref_m.append(0.0)
+                ref_w.append(0.0)
+                continue
+            a = legal_slots[on_m[i, legal_slots].argmax()]
+            ref_m.append(float(tg_m[i, a]))
+            pid = pool_c[i, a].view(1)
+            on_w, legal = worker_q(agent.worker, geom, hm[i : i + 1], pid, 24)
+            tg_w, _ = worker_q(agent.worker_target, geom, hm[i : i + 1], pid, 24)
+            if not legal.any():
+                ref_w.append(0.0)
+                continue
+            flat = on_w.flatten()[legal.flatten()].argmax()
+            ref_w.append(float(tg_w.flatten()[legal.flatten()][flat]))
+    ref_m, ref_w = torch.tensor(ref_m), torch.tensor(ref_w)
+    expect_m = batch["reward"] + batch["discount"] * ref_m
+    expect_w = batch["reward"] + batch["discount"] * ref_w
+    torch.testing.assert_close(t_m, expect_m, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(t_w, expect_w, rtol=1e-5, atol=1e-5)
+
+
+def test_terminal_transitions_bootstrap_nothing():
+    env, agent, progress = make()
+    _, _, batch = sampled_batch(env, agent, progress)
+    batch["discount"].zero_()
+    t_m, t_w = agent.targets(batch)
+    assert torch.equal(t_m, batch["reward"]) and torch.equal(t_w, batch["reward"])
+
+
+# -- replay: the compact state and maps rebuilt at sample time -------------------------------
+def test_replay_keeps_the_compact_state_and_rebuilds_the_acting_maps():
+    env, agent, progress = make(num_envs=2)
+    rollout, replay, _ = sampled_batch(env, agent, progress, steps=5, batch_size=8)
+    assert replay.data[("obs", "heightmap")].dtype == torch.float16
+    assert ("obs", "maps") not in replay.data  # no R x R map stacks stored
+    stored = sum(v.numel() * v.element_size() for v in replay.data.values()) / replay.capacity
+    maps = 24 * 3 * 16 * 16 * 4 + 4 * 7 * 16 * 16 * 4  # a state's worker + manager maps, fp32
+    assert stored < maps / 10  # a transition (state and next state) is under a tenth of one
+    geom = agent.geom
+    # every stored row, sampled back: the maps equal those the policy saw when acting
+    # (from the float16 heightmap: the acting heightmap rounded as stored)
+    index = torch.arange(10)
+    row, stream = index // 2, index % 2
+    batch = replay.sample(progress)  # a sample is in the env's dtypes
+    assert batch["heightmap"].dtype == torch.float32
+    for r, s in zip(row.tolist(), stream.tolist(), strict=True):
+        hm_act = rollout["heightmap"][r, s : s + 1]
+        hm_back = replay._restore(("heightmap",), replay.data[("obs", "heightmap")][r, s : s + 1])
+        torch.testing.assert_close(hm_back, hm_act.half().float())
+        torch.testing.assert_close(hm_back, hm_act, atol=1e-4, rtol=1e-3)
+        slot, ori = rollout["action"][r, s, 0], rollout["action"][r, s, 1]
+        cand = replay.data[("obs", "candidates")][r, s]
+        items = replay.data[("obs", "items")][r, s]
+        pid = items[cand[slot]].view(1)
+        acted = orientation_maps(geom, hm_act.half().float(), pid, ori.view(1, 1))
+        rebuilt = orientation_maps(geom, hm_back, pid, ori.view(1, 1))
+        assert torch.equal(acted, rebuilt)
+        assert torch.equal(cand, rollout["candidates"][r, s])
+
+
+def test_replay_state_keeps_the_env_dtypes():
+    env, agent, progress = make(num_envs=2)
+    _, replay, _ = sampled_batch(env, agent, progress, steps=3, batch_size=4)
+    fresh = DeviceReplay(agent.replay_spec(), env_info(env), agent.policy.in_keys, 1000, 4, "cpu")
+    fresh.load_state_dict(replay.state_dict())
+    assert fresh.sample(progress)["heightmap"].dtype == torch.float32
+
+
+# -- schedules, stages, candidate mask ------------------------------------------------------
+def test_epsilon_stage_and_target_schedules_follow_episode_rounds():
+    env, agent, progress = make(num_envs=1, random_frames=5)
+    sched = agent.schedule
+    assert float(sched.epsilon(progress)) == 1.0  # random frames first
+    progress.frames.fill_(5)
+    for ep in (0, 60, 150):
+        progress.episodes.fill_(ep)
+        assert float(sched.epsilon(progress)) == pytest.approx(0.1 + 0.8 * math.exp(-ep / 60))
+    progress.episodes.fill_(99)
+    assert not sched.stage2(progress) and not sched.manager_turn(progress)
+    turns = []
+    for ep in range(100, 108):
+        progress.episodes.fill_(ep)
+        assert sched.stage2(progress)
+        turns.append(bool(sched.manager_turn(progress)))
+    assert turns == [True, False, False, False, True, False, False, False]
+    progress.episodes.fill_(14)
+    assert float(sched.target_round(progress)) == 2.0
+    # with 4 envs an episode round is 4 episodes
+    _, agent4, progress4 = make(num_envs=4)
+    progress4.episodes.fill_(400)
+    assert agent4.schedule.stage2(progress4)
+    progress4.episodes.fill_(399)
+    assert not agent4.schedule.stage2(progress4)
+
+
+def same(a, b) -> bool:
+    """Every parameter equal: a, b are modules or lists of tensors."""
+    a = list(a.parameters()) if hasattr(a, "parameters") else a
+    b = list(b.parameters()) if hasattr(b, "parameters") else b
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_stage_one_trains_the_worker_only_then_both_with_the_lower_lr():
+    env, agent, progress = make()
+    _, _, batch = sampled_batch(env, agent, progress)
+    manager0 = [p.clone() for p in agent.manager.parameters()]
+    worker0 = [p.clone() for p in agent.worker.parameters()]
+    agent.update(batch, progress)  # episode round 0: stage 1
+    assert same(manager0, agent.manager)
+    assert not same(worker0, agent.worker)
+    assert float(agent.worker_lr) == pytest.approx(1e-3)
+    progress.episodes.fill_(4 * 100)  # round 100: stage 2, a manager turn
+    agent.update(batch, progress)
+    assert float(agent.worker_lr) == pytest.approx(1e-4)
+    assert float(agent.manager_lr) == pytest.approx(1e-4)
+    assert not same(manager0, agent.manager)
+    progress.episodes.fill_(4 * 101)  # not a manager turn
+    before = [p.clone() for p in agent.manager.parameters()]
+    agent.update(batch, progress)
+    assert float(agent.manager_lr) == 0.0
+    assert same(before, agent.manager)
+
+
+def test_hard_target_copies_every_target_every_rounds():
+    env, agent, progress = make()
+    _, _, batch = sampled_batch(env, agent, progress)
+    agent.update(batch, progress)  # round 0: nothing due yet
+    assert not same(agent.worker, agent.worker_target)
+    progress.episodes.fill_(4 * 5)  # round 5: a copy is due
+    agent.update(batch, progress)
+    assert same(agent.worker, agent.worker_target)
+    assert same(agent.manager, agent.manager_target)
+    agent.update(batch, progress)  # still round 5: no second copy
+    assert not same(agent.worker, agent.worker_target)
+
+
+def test_manager_never_picks_an_invalid_candidate():
+    env, agent, progress = make()
+    td = played(env, agent)
+    mask = torch.tensor([[False, True, False, False]] * 4)
+    td["candidate_mask"] = mask
+    with torch.no_grad():
+        for p in agent.manager.head[-1].parameters():
+            p.zero_()
+        agent.manager.head[-1].bias.fill_(1.0)  # every candidate scores the same
+        agent.manager.head[-1].weight[:] = 0.0
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        assert agent.policy(td.clone())["action"][:, 0].tolist() == [1] * 4
+    progress.episodes.fill_(4 * 1000)  # stage 2, epsilon near its floor
+    for _ in range(5):  # exploring: random slots come from the valid ones too
+        assert agent.policy(td.clone())["action"][:, 0].tolist() == [1] * 4
+
+
+def test_heuristic_item_orders():
+    mask = torch.tensor([[True, True, True, False]] * 4)
+    # scalars: dx/L, dy/W, dz/H per candidate; candidate 2 is the flattest
+    scalars = torch.zeros(4, 4, 8)
+    scalars[:, :, 0] = torch.tensor([0.5, 0.4, 0.4, 0.9])
+    scalars[:, :, 1] = torch.tensor([0.5, 0.4, 0.4, 0.9])
+    scalars[:, :, 2] = torch.tensor([0.5, 0.4, 0.1, 0.0])
+    rule = torch.tensor([0, 1, 3, 2])
+    slot = heuristic_slot(mask, scalars, rule)
+    assert slot[:3].tolist() == [0, 2, 2]  # largest, smallest (last valid), flattest
+    assert mask[3, slot[3]]  # random: a valid one
+
+
+def test_exploring_actions_are_legal_placements():
+    env, agent, progress = make()
+    td = played(env, agent)
+    progress.frames.fill_(0)
+    for _ in range(4):
+        action = agent.policy(td.clone())["action"]
+        slot, ori, ix, iy = action.unbind(-1)
+        pid = td["items"].gather(1, td["candidates"].gather(1, slot[:, None])).squeeze(1)
+        _, legal = agent.geom.placement(td["heightmap"], pid)
+        assert legal[torch.arange(4), ori, ix, iy].all() | ~legal.flatten(1).any(1).all()
+
+
+def test_hrl_dqn_needs_the_packing_env():
+    from gpurl.envs.cartpole import CartPoleEnv
+
+    env = CartPoleEnv(num_envs=2)
+    with pytest.raises(ConfigError, match="env=packing"):
+        make_agent(agent_cfg(), env_info(env), Progress())
+
+
+def test_full_size_networks_match_the_spec():
+    from gpurl.policies.packing import ManagerNet, WorkerUNet
+
+    manager = sum(p.numel() for p in ManagerNet().parameters())
+    worker = sum(p.numel() for p in WorkerUNet(corner_features=False).parameters())
+    assert 11.0e6 < manager < 11.6e6  # "about 11.3M"
+    assert 1.85e6 < worker < 1.95e6  # "about 1.9M"
+    # the head reads 512 trunk + 64 scalar features
+    assert ManagerNet().head[0].in_features == 576
+
+
+# -- the hot path ---------------------------------------------------------------------------
+@pytest.mark.slow  # builds a trainer and runs 40 updates: 5-11 s
+def test_hrl_training_iterations_read_nothing_on_the_host(tmp_path):
+    cfg = load_config(
+        [
+            "experiment=packing_hrl_cpu",
+            "env.num_envs=4",
+            "env.eval_envs=2",
+            "env.resolution=16",
+            "env.pool_size=8",
+            "env.num_objects=6",
+            "env.num_candidates=4",
+            "env.compile_placement=false",
+            "agent.manager.channels=[8]",
+            "agent.manager.blocks=[1]",
+            "agent.worker.channels=[4,8]",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=16",
+            "trainer.batch_size=8",
+            "trainer.utd=1",
+            "trainer.buffer_size=500",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    trainer = build(cfg, tmp_path)
+    assert_iterations_read_nothing(trainer, warmup=3, steps=2)
+
+
+def test_sample_is_a_tensordict_of_the_compact_state():
+    env, agent, progress = make(num_envs=2)
+    _, _, batch = sampled_batch(env, agent, progress, steps=3, batch_size=4)
+    assert isinstance(batch, TensorDict)
+    assert set(batch.keys()) >= {"heightmap", "items", "candidates", "action", "next"}
+    assert batch["action"].shape == (4, 4)

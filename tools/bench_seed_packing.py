@@ -1,0 +1,203 @@
+"""The seed benchmark's episode with the packing agent's full-size networks, one JSON record.
+
+    python tools/bench_seed_packing.py                   # CPU, 3 repeats, median
+    python tools/bench_seed_packing.py --device cuda --bf16
+
+The old command (`train_hrl_packing.py --episodes 1 --max_steps 10 --num_objects 20
+--resolution 200 --grid_step 4 --num_workers 1`) timed one episode of at most 10
+placements at epsilon 0.9 with no gradient update (its replay never reached a batch of
+128): per step, candidate building, the networks' acting passes and the two U-Net passes
+of the bootstrap, and the reward. This tool does that work with gpurl's agent:
+
+    act        the manager over the K = 20 candidates' 7-map stacks (ResNet-18 trunk) and
+               the worker U-Net over all 24 orientations of the chosen item (whether the
+               step explores or not, as a batched epsilon-greedy policy does)
+    env step   placement, heightmap update, reward, next candidates
+    bootstrap  the Double DQN targets of the transition (agent.targets): manager online
+               and target over the next state's candidates, the worker U-Net over the
+               next item's 24 orientations (online, for the argmax) and the target U-Net
+               at the chosen orientation
+
+`elapsed_sec` is the wall time of the episode from reset to the last placement, after one
+untimed warm-up episode (first-call allocation, oneDNN's kernel choice; a compiled z-map
+kernel compiles there). The record also carries process CPU time, the share spent in
+network passes, and `unet_floor_sec`: the worker U-Net's passes alone (24 orientation
+maps, as many times as the episode ran them) in a tight loop, which no implementation of
+this work with these networks can go below on this device. The seed's figures on this
+machine (68.0 s with its YCB catalog, 214 s with 16 synthetic primitives, medians of 3)
+give `speedup_vs_seed_*`. --max-elapsed-sec makes it exit 1 above a limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+
+from gpurl.agents.hrl_dqn import HRLDQNAgent
+from gpurl.envs.info import env_info
+from gpurl.envs.packing.env import PackingEnv
+from gpurl.envs.packing.features import all_orientations, orientation_maps
+from gpurl.progress import Progress
+from tools.common import emit, environment_record, gpurl_commit
+
+SEED_YCB_SEC = 68.0
+SEED_SYNTHETIC_SEC = 214.0
+AGENT_CONFIG = "gpurl/configs/agent/hrl_dqn.yaml"
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def episode(env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device) -> dict:
+    """One episode of up to max_steps placements; wall times of its phases."""
+    times = {"act": 0.0, "env": 0.0, "bootstrap": 0.0}
+    clock = time.perf_counter
+    sync(device)
+    start, cpu0 = clock(), time.process_time()
+    td = env.lean_reset()
+    steps = 0
+    for _ in range(env.max_episode_steps):
+        t = clock()
+        td = agent.policy(td)
+        sync(device)
+        times["act"] += clock() - t
+        t = clock()
+        nxt, next_td = env.lean_step(td["action"])
+        sync(device)
+        times["env"] += clock() - t
+        if bootstrap:
+            t = clock()
+            batch = transition(td, nxt, agent.cfg.gamma)
+            with torch.no_grad():
+                agent.targets(batch)
+            sync(device)
+            times["bootstrap"] += clock() - t
+        steps += 1
+        td = next_td
+        if bool(nxt["done"].all()):  # a benchmark of one env: one host read a step is fine
+            break
+    sync(device)
+    return {
+        "elapsed_sec": clock() - start,
+        "cpu_sec": time.process_time() - cpu0,
+        "steps": steps,
+        "placements": int(env.placements),
+        **{f"{k}_sec": v for k, v in times.items()},
+    }
+
+
+def transition(td, nxt, gamma: float) -> TensorDict:
+    """The replay's view of one step: compact state, action, reward, discount, next state."""
+    keys = ["heightmap", "items", "candidates", "candidate_mask", "candidate_features"]
+    b = td.batch_size
+    discount = gamma * (~nxt["terminated"].reshape(b)).float()
+    return TensorDict(
+        {
+            **{k: td[k] for k in keys},
+            "action": td["action"],
+            "reward": nxt["reward"].reshape(b),
+            "discount": discount,
+            "weight": torch.ones(b, device=td.device),
+            "valid": torch.ones(b, device=td.device),
+            "next": TensorDict({k: nxt[k] for k in keys}, batch_size=b),
+        },
+        batch_size=b,
+    )
+
+
+@torch.no_grad()
+def unet_floor(agent: HRLDQNAgent, env: PackingEnv, passes: int, device) -> float:
+    """The worker U-Net over 24 orientation maps, `passes` times, in a tight loop."""
+    hm = env.hm
+    pid = env.items[:, 0]
+    maps = orientation_maps(agent.geom, hm, pid, all_orientations(hm.device))[0]
+    maps = maps.contiguous(memory_format=torch.channels_last)
+    with agent.autocast():
+        agent.worker.scores(maps)  # warm-up
+        sync(device)
+        t = time.perf_counter()
+        for _ in range(passes):
+            agent.worker.scores(maps)
+        sync(device)
+    return time.perf_counter() - t
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--kernel", choices=["compiled", "eager"], default="compiled")
+    ap.add_argument("--no-bootstrap", action="store_true", help="leave out the bootstrap passes")
+    ap.add_argument("--bf16", action="store_true", help="CUDA: forward passes in bf16")
+    ap.add_argument("--max-elapsed-sec", type=float, default=None)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    options = dict(num_objects=20, resolution=200, grid_step=4, max_steps=10, num_candidates=20)
+    env = PackingEnv(
+        num_envs=1,
+        device=device,
+        seed=args.seed,
+        compile_placement=args.kernel == "compiled",
+        **options,
+    )
+    cfg = OmegaConf.load(AGENT_CONFIG)
+    cfg.bf16 = args.bf16
+    progress = Progress(device)  # episode 0: epsilon 0.1 + 0.8 = 0.9, stage 1
+    agent = HRLDQNAgent(cfg, env_info(env), progress)
+    bootstrap = not args.no_bootstrap
+    episode(env, agent, bootstrap, device)  # warm-up
+    runs = [episode(env, agent, bootstrap, device) for _ in range(args.repeats)]
+    median = statistics.median(r["elapsed_sec"] for r in runs)
+    mid = min(runs, key=lambda r: abs(r["elapsed_sec"] - median))
+    # one acting pass per step, one online bootstrap pass per step: 24 maps each
+    floor = unet_floor(agent, env, mid["steps"] * (2 if bootstrap else 1), device)
+    record = {
+        "tool": "bench_seed_packing",
+        "elapsed_sec": round(median, 3),
+        "elapsed_sec_runs": [round(r["elapsed_sec"], 3) for r in runs],
+        "cpu_sec": round(mid["cpu_sec"], 3),
+        "placements": mid["placements"] // (args.repeats + 1),
+        "steps": mid["steps"],
+        "act_sec": round(mid["act_sec"], 3),
+        "env_sec": round(mid["env_sec"], 3),
+        "bootstrap_sec": round(mid["bootstrap_sec"], 3),
+        "unet_floor_sec": round(floor, 3),
+        "seed_ycb_sec": SEED_YCB_SEC,
+        "seed_synthetic_sec": SEED_SYNTHETIC_SEC,
+        "speedup_vs_seed_ycb": round(SEED_YCB_SEC / median, 2),
+        "speedup_vs_seed_synthetic": round(SEED_SYNTHETIC_SEC / median, 2),
+        "config": {
+            **options,
+            "epsilon": round(float(agent.schedule.epsilon(progress)), 3),
+            "bootstrap": bootstrap,
+            "kernel": args.kernel,
+            "bf16": bool(agent.bf16),
+            "manager_params": sum(p.numel() for p in agent.manager.parameters()),
+            "worker_params": sum(p.numel() for p in agent.worker.parameters()),
+            "worker_chunk": agent.worker_chunk,
+        },
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "commit": gpurl_commit(),
+        **environment_record(device),
+    }
+    emit(record)
+    if args.max_elapsed_sec is not None and median > args.max_elapsed_sec:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
