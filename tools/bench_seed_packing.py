@@ -18,20 +18,21 @@ of the bootstrap, and the reward. This tool does that work with gpurl's agent:
                next item's 24 orientations (online, for the argmax) and the target U-Net
                at the chosen orientation
 
-`elapsed_sec` is the wall time of the episode from reset to the last placement, after one
-untimed warm-up episode (first-call allocation, oneDNN's kernel choice; a compiled z-map
-kernel compiles there). The record also carries process CPU time, the share spent in
-network passes, and `unet_floor_sec`: the worker U-Net's passes alone (24 orientation
-maps, as many times as the episode ran them) in a tight loop, which no implementation of
-this work with these networks can go below on this device. The seed's figures on this
-machine (68.0 s with its YCB catalog, 214 s with 16 synthetic primitives, medians of 3)
-give `speedup_vs_seed_*`. --max-elapsed-sec makes it exit 1 above a limit.
+`elapsed_sec` is the wall time of the episode from reset to the last placement, after an
+untimed warm-up episode of --warmup-steps steps (first-call allocation, oneDNN's kernel
+choice; a compiled z-map kernel compiles there). The record also carries process CPU
+time, the time in each phase, and `unet_floor_sec`: the worker U-Net's passes alone (24
+orientation maps, as many times as the episode ran them) in a tight loop, which no
+implementation of this work with these networks can go below on this device. The
+seed's figures on this machine (68.0 s with its YCB catalog, 214 s with 16 synthetic
+primitives, medians of 3) give `speedup_vs_seed_*`. --max-elapsed-sec makes it exit 1 above a limit.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import torch
@@ -55,15 +56,16 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def episode(env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device) -> dict:
-    """One episode of up to max_steps placements; wall times of its phases."""
+def episode(env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device, steps=None) -> dict:
+    """One episode of up to max_steps (or `steps`) placements; wall times of its phases."""
     times = {"act": 0.0, "env": 0.0, "bootstrap": 0.0}
     clock = time.perf_counter
     sync(device)
+    placed = int(env.placements)
     start, cpu0 = clock(), time.process_time()
     td = env.lean_reset()
-    steps = 0
-    for _ in range(env.max_episode_steps):
+    limit, steps = steps or env.max_episode_steps, 0
+    for _ in range(limit):
         t = clock()
         td = agent.policy(td)
         sync(device)
@@ -88,7 +90,7 @@ def episode(env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device) -> dic
         "elapsed_sec": clock() - start,
         "cpu_sec": time.process_time() - cpu0,
         "steps": steps,
-        "placements": int(env.placements),
+        "placements": int(env.placements) - placed,
         **{f"{k}_sec": v for k, v in times.items()},
     }
 
@@ -138,13 +140,22 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", choices=["compiled", "eager"], default="compiled")
     ap.add_argument("--no-bootstrap", action="store_true", help="leave out the bootstrap passes")
     ap.add_argument("--bf16", action="store_true", help="CUDA: forward passes in bf16")
+    ap.add_argument("--warmup-steps", type=int, default=1)
+    ap.add_argument(
+        "--resolution", type=int, default=200, help="200 is the seed's; less: a smoke run"
+    )
+    ap.add_argument(
+        "--small", action="store_true", help="tiny networks: a smoke run, not the benchmark"
+    )
     ap.add_argument("--max-elapsed-sec", type=float, default=None)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
-    options = dict(num_objects=20, resolution=200, grid_step=4, max_steps=10, num_candidates=20)
+    options = dict(
+        num_objects=20, resolution=args.resolution, grid_step=4, max_steps=10, num_candidates=20
+    )
     env = PackingEnv(
         num_envs=1,
         device=device,
@@ -154,11 +165,17 @@ def main(argv=None) -> int:
     )
     cfg = OmegaConf.load(AGENT_CONFIG)
     cfg.bf16 = args.bf16
+    if args.small:
+        cfg.manager = dict(channels=[8], blocks=[1], stem=8, scalar_features=8, hidden=[16])
+        cfg.worker = dict(channels=[4, 8], corner_features=True)
     progress = Progress(device)  # episode 0: epsilon 0.1 + 0.8 = 0.9, stage 1
     agent = HRLDQNAgent(cfg, env_info(env), progress)
     bootstrap = not args.no_bootstrap
-    episode(env, agent, bootstrap, device)  # warm-up
-    runs = [episode(env, agent, bootstrap, device) for _ in range(args.repeats)]
+    episode(env, agent, bootstrap, device, args.warmup_steps)
+    runs = []
+    for i in range(args.repeats):
+        runs.append(episode(env, agent, bootstrap, device))
+        print(f"episode {i}: {runs[-1]['elapsed_sec']:.1f} s", file=sys.stderr, flush=True)
     median = statistics.median(r["elapsed_sec"] for r in runs)
     mid = min(runs, key=lambda r: abs(r["elapsed_sec"] - median))
     # one acting pass per step, one online bootstrap pass per step: 24 maps each
@@ -168,7 +185,7 @@ def main(argv=None) -> int:
         "elapsed_sec": round(median, 3),
         "elapsed_sec_runs": [round(r["elapsed_sec"], 3) for r in runs],
         "cpu_sec": round(mid["cpu_sec"], 3),
-        "placements": mid["placements"] // (args.repeats + 1),
+        "placements": mid["placements"],
         "steps": mid["steps"],
         "act_sec": round(mid["act_sec"], 3),
         "env_sec": round(mid["env_sec"], 3),
@@ -187,6 +204,7 @@ def main(argv=None) -> int:
             "manager_params": sum(p.numel() for p in agent.manager.parameters()),
             "worker_params": sum(p.numel() for p in agent.worker.parameters()),
             "worker_chunk": agent.worker_chunk,
+            "small_networks": args.small,
         },
         "device": str(device),
         "threads": torch.get_num_threads(),

@@ -1,0 +1,76 @@
+"""The packing tools on a tiny trained hrl_dqn run: eval_packing --checkpoint evaluates
+the learned packer beside the baselines on the run's env settings, render_packing draws
+it, and bench_seed_packing runs its episode end to end (smoke-sized)."""
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from gpurl.train import build, load_config, load_trained
+from tools import bench_seed_packing, eval_packing, render_packing
+
+pytestmark = pytest.mark.slow  # trains a run and drives three tools: ~30 s
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = load_config(
+        [
+            "experiment=packing_hrl_cpu",
+            "env.num_envs=4",
+            "env.eval_envs=4",
+            "env.resolution=16",
+            "env.pool_size=8",
+            "env.num_objects=6",
+            "env.num_candidates=4",
+            "env.compile_placement=false",
+            "agent.manager.channels=[8]",
+            "agent.manager.blocks=[1]",
+            "agent.worker.channels=[4,8]",
+            "trainer.frames_per_batch=8",
+            "trainer.init_random_frames=8",
+            "trainer.batch_size=8",
+            "trainer.utd=0.5",
+            "trainer.total_frames=32",
+            "trainer.eval_interval=32",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    build(cfg, run_dir).train()
+    return run_dir
+
+
+def test_eval_packing_puts_the_learned_packer_beside_the_baselines(tiny_run, capsys):
+    eval_packing.main(["--checkpoint", str(tiny_run), "--episodes", "4", "--kernel", "eager"])
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["policy"] for r in records] == ["random", "heuristic", "learned"]
+    for r in records:  # the run's env settings, one record per policy
+        assert r["config"]["resolution"] == 16 and r["config"]["num_objects"] == 6
+        assert 0 < r["utilisation"] < 1 and 0 < r["packed"] <= 6
+        assert {"compactness", "pyramidality", "max_height"} <= set(r)
+    cfg, agent = load_trained(tiny_run)
+    assert agent.name == "hrl_dqn" and agent.updates > 0
+
+
+def test_render_packing_draws_the_learned_packer(tiny_run, tmp_path, capsys):
+    out = tmp_path / "packed.png"
+    render_packing.main(["--checkpoint", str(tiny_run), "--out", str(out)])
+    record = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert out.stat().st_size > 10_000 and record["policy"] == "learned"
+    assert record["placed_outlines"] == record["packed"] > 0
+
+
+def test_bench_seed_packing_times_an_episode(capsys):
+    args = ["--resolution", "32", "--small", "--repeats", "1", "--kernel", "eager"]
+    assert bench_seed_packing.main(args) == 0
+    record = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert 1 <= record["placements"] <= record["steps"] <= 10
+    assert record["config"]["epsilon"] == 0.9 and record["config"]["bootstrap"]
+    assert record["elapsed_sec"] >= record["act_sec"] + record["env_sec"] > 0
+    assert record["bootstrap_sec"] > 0 and record["unet_floor_sec"] > 0
+    assert bench_seed_packing.main([*args, "--max-elapsed-sec", "0"]) == 1
