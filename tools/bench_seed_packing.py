@@ -39,10 +39,10 @@ import torch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 
-from gpurl.agents.hrl_dqn import HRLDQNAgent
+from gpurl.agents.hrl_dqn import HRLDQNAgent, worker_inputs
 from gpurl.envs.info import env_info
 from gpurl.envs.packing.env import PackingEnv
-from gpurl.envs.packing.features import all_orientations, orientation_maps
+from gpurl.envs.packing.features import all_orientations
 from gpurl.progress import Progress
 from tools.common import emit, environment_record, gpurl_commit
 
@@ -119,7 +119,8 @@ def unet_floor(agent: HRLDQNAgent, env: PackingEnv, passes: int, device) -> floa
     """The worker U-Net over 24 orientation maps, `passes` times, in a tight loop."""
     hm = env.hm
     pid = env.items[:, 0]
-    maps = orientation_maps(agent.geom, hm, pid, all_orientations(hm.device))[0]
+    z, legal = agent.geom.placement(hm, pid)
+    maps = worker_inputs(agent.geom, hm, pid, all_orientations(hm.device), z, legal)[0]
     maps = maps.contiguous(memory_format=torch.channels_last)
     with agent.autocast():
         agent.worker.scores(maps)  # warm-up

@@ -45,7 +45,7 @@ from gpurl.envs.info import EnvInfo
 from gpurl.envs.packing.features import all_orientations, manager_maps, orientation_maps
 from gpurl.envs.packing.geometry import PackingGeometry
 from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
-from gpurl.envs.packing.placement import placement_at
+from gpurl.envs.packing.placement import placement_maps
 from gpurl.errors import ConfigError
 from gpurl.policies.packing import ManagerNet, WorkerUNet
 from gpurl.policies.wrapper import exploring
@@ -80,6 +80,25 @@ def manager_q(
     return torch.cat(parts, 1)
 
 
+def worker_inputs(
+    geom: PackingGeometry,
+    hm: torch.Tensor,
+    pool_ids: torch.Tensor,
+    orientations: torch.Tensor,
+    z: torch.Tensor,
+    legal: torch.Tensor,
+) -> torch.Tensor:
+    """The U-Net's input for items pool_ids [B] in orientations [B, O]: the 3 maps of
+    `orientation_maps`, plus the placement maps of those orientations spread to cells
+    (each corner's value over its grid_step x grid_step block, so the corner cell reads
+    its own): resting height z / H, top (z + max ht) / H and legality. [B, O, 6, R, R]."""
+    r, g, h = geom.resolution, geom.grid_step, geom.height
+    top = z + geom.pool.ht_max[pool_ids[:, None], orientations][..., None, None]
+    placement = torch.stack((_unit(z, h), _unit(top, h), legal.to(z.dtype)), 2)
+    cells = placement.repeat_interleave(g, -2).repeat_interleave(g, -1)[..., :r, :r]
+    return torch.cat((orientation_maps(geom, hm, pool_ids, orientations), cells), 2)
+
+
 def worker_q(
     net: WorkerUNet,
     geom: PackingGeometry,
@@ -96,13 +115,11 @@ def worker_q(
     if z is None:
         z, legal = geom.placement(hm, pool_ids)
     every = all_orientations(hm.device).expand(pool_ids.shape[0], -1)
-    scores = [
-        corner_cells(
-            net.scores(orientation_maps(geom, hm, pool_ids, every[:, i : i + chunk])),
-            geom.grid_step,
-        )
-        for i in range(0, NUM_ORIENTATIONS, chunk)
-    ]
+    scores = []
+    for i in range(0, NUM_ORIENTATIONS, chunk):
+        o = slice(i, i + chunk)
+        maps = worker_inputs(geom, hm, pool_ids, every[:, o], z[:, o], legal[:, o])
+        scores.append(corner_cells(net.scores(maps), geom.grid_step))
     h = geom.height
     top = z + geom.pool.ht_max[pool_ids][:, :, None, None]
     return torch.cat(scores, 1) + net.corner_term(_unit(z, h), _unit(top, h)), legal
@@ -112,21 +129,21 @@ def worker_q_at(
     net: WorkerUNet, geom: PackingGeometry, hm: torch.Tensor, pool_ids, ori, ix, iy
 ) -> torch.Tensor:
     """Q_w [B] of one placement per env: only that orientation goes through the U-Net."""
-    maps = orientation_maps(geom, hm, pool_ids, ori[:, None])[:, 0]
+    p, h = geom.pool, geom.height
+    z, legal = placement_maps(
+        hm,
+        p.hb[pool_ids, ori][:, None],
+        p.ht_max[pool_ids, ori][:, None],
+        p.footprint[pool_ids, ori][:, None],
+        geom.grid_step,
+        h,
+        geom.compiled,
+    )
+    maps = worker_inputs(geom, hm, pool_ids, ori[:, None], z, legal)[:, 0]
     env = torch.arange(hm.shape[0], device=hm.device)
     score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
-    p, h = geom.pool, geom.height
-    ht_max = p.ht_max[pool_ids, ori]
-    z, _ = placement_at(
-        hm,
-        p.hb[pool_ids, ori],
-        ht_max,
-        p.footprint[pool_ids, ori],
-        ix * geom.grid_step,
-        iy * geom.grid_step,
-        h,
-    )
-    top = z + ht_max
+    z = z[env, 0, ix, iy]
+    top = z + p.ht_max[pool_ids, ori]
     return score + net.corner_term(_unit(z, h), _unit(top, h))
 
 

@@ -7,7 +7,8 @@ per candidate. The spec's network is ResNet-18 (channels 64-128-256-512, two bas
 a stage) with an 8 -> 64 scalar branch and a 576 -> 128 -> 128 -> 1 head, 11.3M params.
 
 WorkerUNet scores placements: a U-Net over one orientation's 3 maps (normalised box
-heightmap, centred item top, centred item bottom) to one score per cell. The spec's
+heightmap, centred item top, centred item bottom) and its placement maps (resting height,
+top and legality of each corner, over the corner's cells) to one score per cell. The spec's
 network has channels 32-64-128-256 (two 3x3 convs a level, three poolings, three
 transposed convs with skip connections, a 1x1 conv to one channel), 1.9M params. Q of
 corner (x, y) is the score at exactly that cell, plus (with `corner_features`) a small
@@ -27,6 +28,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpurl.envs.packing.features import MANAGER_CHANNELS, MANAGER_SCALARS, WORKER_CHANNELS
+
+# the worker's input: the spec's 3 maps, plus resting height, top and legality per corner
+WORKER_INPUTS = WORKER_CHANNELS + 3
 
 
 class BasicBlock(nn.Module):
@@ -106,7 +110,7 @@ class WorkerUNet(nn.Module):
         super().__init__()
         channels = list(channels)
         self.down = nn.ModuleList()
-        c_in = WORKER_CHANNELS
+        c_in = WORKER_INPUTS
         for c in channels:
             self.down.append(_double_conv(c_in, c))
             c_in = c
@@ -117,6 +121,10 @@ class WorkerUNet(nn.Module):
             self.merge.append(_double_conv(2 * c, c))
             c_in = c
         self.out = nn.Conv2d(c_in, 1, 1)
+        # scores start at 0 everywhere: a cell's score moves only as training reaches it,
+        # so the argmax over thousands of placements starts from the placement term
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
         self.levels = len(channels)
         # Q's per-placement term over (z / H, (z + max ht) / H) of that exact placement
         self.corner = (
