@@ -71,10 +71,11 @@ def test_corner_cells_read_the_exact_cell():
             assert cells[0, i, j] == scores[0, 3 * i, 3 * j]
 
 
-def test_worker_trains_on_the_value_it_acts_on():
+@pytest.mark.parametrize("channels", [[4, 8], []], ids=["unet", "placement_term_only"])
+def test_worker_trains_on_the_value_it_acts_on(channels):
     """Q_w over every placement (acting) equals Q_w of one placement (training), for every
     corner, orientation and env: one value, at the exact cell."""
-    env, agent, _ = make()
+    env, agent, _ = make(worker=dict(channels=channels, corner_features=True))
     td = played(env, agent)
     geom = agent.geom
     pid = td["items"].gather(1, td["candidates"][:, :1]).squeeze(1)

@@ -115,8 +115,8 @@ def worker_q(
     if z is None:
         z, legal = geom.placement(hm, pool_ids)
     every = all_orientations(hm.device).expand(pool_ids.shape[0], -1)
-    scores = []
-    for i in range(0, NUM_ORIENTATIONS, chunk):
+    scores = [torch.zeros_like(z)] if not net.spatial else []
+    for i in range(0, NUM_ORIENTATIONS if net.spatial else 0, chunk):
         o = slice(i, i + chunk)
         maps = worker_inputs(geom, hm, pool_ids, every[:, o], z[:, o], legal[:, o])
         scores.append(corner_cells(net.scores(maps), geom.grid_step))
@@ -139,9 +139,11 @@ def worker_q_at(
         h,
         geom.compiled,
     )
-    maps = worker_inputs(geom, hm, pool_ids, ori[:, None], z, legal)[:, 0]
     env = torch.arange(hm.shape[0], device=hm.device)
-    score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
+    score = 0.0
+    if net.spatial:
+        maps = worker_inputs(geom, hm, pool_ids, ori[:, None], z, legal)[:, 0]
+        score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
     z = z[env, 0, ix, iy]
     top = z + p.ht_max[pool_ids, ori]
     return score + net.corner_term(_unit(z, h), _unit(top, h))

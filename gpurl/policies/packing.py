@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpurl.envs.packing.features import MANAGER_CHANNELS, MANAGER_SCALARS, WORKER_CHANNELS
+from gpurl.errors import ConfigError
 
 # the worker's input: the spec's 3 maps, plus resting height, top and legality per corner
 WORKER_INPUTS = WORKER_CHANNELS + 3
@@ -120,12 +121,17 @@ class WorkerUNet(nn.Module):
             self.up.append(nn.ConvTranspose2d(c_in, c, 2, 2))
             self.merge.append(_double_conv(2 * c, c))
             c_in = c
-        self.out = nn.Conv2d(c_in, 1, 1)
-        # scores start at 0 everywhere: a cell's score moves only as training reaches it,
-        # so the argmax over thousands of placements starts from the placement term
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
         self.levels = len(channels)
+        # no channels: no U-Net, Q is the placement term alone (an ablation, and the CPU
+        # preset's worker: tests/test_hrl_dqn.py, docs/RESULTS.md "Packing agent")
+        self.out = nn.Conv2d(c_in, 1, 1) if channels else None
+        if self.out is not None:
+            # scores start at 0 everywhere: a cell's score moves only as training reaches
+            # it, so the argmax over thousands of placements starts from the placement term
+            nn.init.zeros_(self.out.weight)
+            nn.init.zeros_(self.out.bias)
+        if not channels and not corner_features:
+            raise ConfigError("agent.worker needs channels (a U-Net) or corner_features")
         # Q's per-placement term over (z / H, (z + max ht) / H) of that exact placement
         self.corner = (
             nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
@@ -133,9 +139,16 @@ class WorkerUNet(nn.Module):
             else None
         )
 
+    @property
+    def spatial(self) -> bool:
+        """Whether there is a U-Net (else every cell scores 0 and Q is the placement term)."""
+        return self.out is not None
+
     def scores(self, maps: torch.Tensor) -> torch.Tensor:
-        """maps [..., 3, R, R] -> a score per cell [..., R, R]."""
+        """maps [..., 6, R, R] -> a score per cell [..., R, R]."""
         lead, r = maps.shape[:-3], maps.shape[-1]
+        if not self.spatial:
+            return maps.new_zeros(*lead, r, r)
         x = maps.reshape(-1, *maps.shape[-3:])
         # pad to a multiple of 2^(levels - 1) so every pooling halves exactly; crop after
         unit = 2 ** (self.levels - 1)
