@@ -42,7 +42,12 @@ from torch import nn
 
 from gpurl.agents.base import Agent, clip_and_step, make_optimizer, target_copy
 from gpurl.envs.info import EnvInfo
-from gpurl.envs.packing.features import all_orientations, manager_maps, orientation_maps
+from gpurl.envs.packing.features import (
+    all_orientations,
+    manager_maps,
+    manager_scalars,
+    orientation_maps,
+)
 from gpurl.envs.packing.geometry import PackingGeometry
 from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
 from gpurl.envs.packing.placement import placement_maps
@@ -122,7 +127,8 @@ def worker_q(
         scores.append(corner_cells(net.scores(maps), geom.grid_step))
     h = geom.height
     top = z + geom.pool.ht_max[pool_ids][:, :, None, None]
-    return torch.cat(scores, 1) + net.corner_term(_unit(z, h), _unit(top, h)), legal
+    q = torch.cat(scores, 1) + net.corner_term(_unit(z, h), _unit(top, h))
+    return q + net.state_term(worker_scalars(geom, hm, pool_ids))[:, None, None, None], legal
 
 
 def worker_q_at(
@@ -146,7 +152,14 @@ def worker_q_at(
         score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
     z = z[env, 0, ix, iy]
     top = z + p.ht_max[pool_ids, ori]
-    return score + net.corner_term(_unit(z, h), _unit(top, h))
+    q = score + net.corner_term(_unit(z, h), _unit(top, h))
+    return q + net.state_term(worker_scalars(geom, hm, pool_ids))
+
+
+def worker_scalars(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tensor):
+    """The worker's state scalars [B, 8]: the manager's 8 scalars of the chosen item."""
+    ones = torch.ones_like(pool_ids, dtype=torch.bool)[:, None]
+    return manager_scalars(geom, hm, pool_ids[:, None], ones)[:, 0]
 
 
 def _unit(x: torch.Tensor, height: float) -> torch.Tensor:

@@ -138,6 +138,12 @@ class WorkerUNet(nn.Module):
             if corner_features
             else None
         )
+        # a state-value term over the state's 8 scalars (the chosen item's size, the
+        # heightmap's mean / max / fill): the same for every placement of a state, it
+        # carries the value that differs between states, so the placement terms learn
+        # what differs between placements (without it, a placement term that cannot see
+        # the state learned "higher is better": late, full boxes are worth more)
+        self.state = nn.Sequential(nn.Linear(MANAGER_SCALARS, 32), nn.ReLU(), nn.Linear(32, 1))
 
     @property
     def spatial(self) -> bool:
@@ -162,6 +168,10 @@ class WorkerUNet(nn.Module):
         for up, merge, skip in zip(self.up, self.merge, reversed(skips[:-1]), strict=True):
             x = merge(torch.cat((up(x), skip), 1))
         return self.out(x)[:, 0, :r, :r].reshape(*lead, r, r)
+
+    def state_term(self, scalars: torch.Tensor) -> torch.Tensor:
+        """scalars [B, 8] -> [B]."""
+        return self.state(scalars).squeeze(-1)
 
     def corner_term(self, z: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
         """The per-placement term for resting heights z and tops z + max ht (both / H)."""
