@@ -66,7 +66,7 @@ def test_rollout_storage_equals_a_plain_loop(tmp_path, preset):
         for k in next_keys:
             torch.testing.assert_close(batch["next", k], torch.stack(stored[k]), rtol=0, atol=0)
         assert batch.get("pixels").dtype == torch.uint8
-        assert batch.get("pixels").shape == (tr.steps, 4, 1, 72, 80)
+        assert batch.get("pixels").shape == (tr.steps, 4, cfg.env.stack_k, 72, 80)
         assert "pixels" not in batch["next"].keys()  # the bootstrap observation only
         torch.testing.assert_close(tr.collector.obs["pixels"], obs["pixels"], rtol=0, atol=0)
         assert batch["next", "done"].any()  # episodes of 5 steps ended inside the rollout
