@@ -26,7 +26,8 @@ and after the timed train iterations (CUDA: max_memory_allocated; CPU: the proce
 peak RSS) with their delta; `--max-mem-delta BYTES` exits 1 when a delta exceeds it.
 GPU times come from CUDA events. Modes: `eager`; `compile` (compile.update and
 compile.policy: the pixel env has no pure lean core for compile.env); `cudagraphs`
-(compile.cudagraphs, CUDA only: skipped with a record saying so elsewhere).
+(compile.cudagraphs alone: the eager update and acting policy captured as CUDA graphs;
+CUDA only, elsewhere a record saying it was skipped).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ PRESETS = {"ppo": "pixels_ppo", "pqn": "pixels_pqn", "a2c": "pixels_a2c"}
 MODES = {
     "eager": [],
     "compile": ["compile.update=true", "compile.policy=true"],
-    "cudagraphs": ["compile.cudagraphs=true", "compile.update=true", "compile.policy=true"],
+    "cudagraphs": ["compile.cudagraphs=true"],
 }
 
 
