@@ -36,7 +36,10 @@ def small(tmp_path, preset="pixels_ppo", device="cpu", extra=()):
     return cfg, build(cfg, tmp_path)
 
 
-@pytest.mark.parametrize("preset", ["pixels_ppo", "pixels_pqn"])
+# the fast suite keeps PPO's case (its 2-minute budget); PQN's Nature CNN runs slow
+@pytest.mark.parametrize(
+    "preset", ["pixels_ppo", pytest.param("pixels_pqn", marks=pytest.mark.slow)]
+)
 def test_rollout_storage_equals_a_plain_loop(tmp_path, preset):
     """Two rollouts through the LeanCollector's [T, N] buffer hold exactly what a plain
     Python loop over policy + env.step, storing into lists, sees: the frames acted on
