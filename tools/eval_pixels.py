@@ -9,7 +9,9 @@ env.eval_envs of them are the worlds the run was evaluated on), through the env'
 evaluation protocol, once greedy (ExplorationType.DETERMINISTIC, as training
 evaluates) and --samples times with actions sampled from the policy (RANDOM: a
 stochastic policy as it acts in training). One JSON record per run: return, success
-and length of each, and how many worlds show the goal at the start.
+and length of each, and how many worlds show the goal at the start. Sampling is for
+policy-gradient agents (PPO, A2C): an epsilon-greedy agent's exploration reads the
+progress record, which a loaded run starts at 0 frames (epsilon 1: uniform actions).
 """
 
 from __future__ import annotations
