@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gpurl.agents import make_agent
-from gpurl.envs import make_env
+from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
 from gpurl.progress import Progress
@@ -90,7 +90,7 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     env = make_env(cfg.env, device=device, seed=rank_seed)
-    eval_env = make_env(cfg.env, device=device, seed=cfg.seed + 10_000, num_envs=cfg.env.eval_envs)
+    eval_env = make_eval_env(cfg.env, device=device, seed=int(cfg.seed))
     if hasattr(eval_env, "check_evaluation"):
         eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
     info = env_info(env)

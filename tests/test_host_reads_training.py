@@ -1,6 +1,7 @@
 """DESIGN.md rule 1 for the whole hot path: steady-state training iterations (collect,
 extend, sample, update, target update) read nothing back to the host, for every agent.
-PPO and A2C are audited in test_on_policy.py; PQN here (rollout, Q(lambda), epochs)."""
+PPO and A2C are audited in test_on_policy.py; PQN here (rollout, Q(lambda), epochs), and
+the pixel presets (pixels_ppo, pixels_a2c, pixels_pqn)."""
 
 import pytest
 
@@ -68,10 +69,14 @@ ON_POLICY_CASES = {
     "pqn": ["env=cartpole", "agent=pqn"],
     "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "trainer.bootstrap_truncated=false"],
     "pqn_pixels": ["env=pixels", "agent=pqn"],
+    # the pixel presets (tile CNN, small worlds, info_mode=stats) as they train
+    "pixels_ppo": ["experiment=pixels_ppo"],
+    "pixels_a2c": ["experiment=pixels_a2c"],
+    "pixels_pqn": ["experiment=pixels_pqn"],
 }
 # the fast suite keeps one case (its 2-minute budget); the others differ in the bootstrap
 # pass and the encoder, and run with the slow tests
-SLOW_ON_POLICY = {"pqn_truncation_as_end", "pqn_pixels"}
+SLOW_ON_POLICY = {"pqn_truncation_as_end", "pqn_pixels", "pixels_a2c", "pixels_pqn"}
 
 
 def small_on_policy_trainer(tmp_path, overrides, device="cpu"):

@@ -219,6 +219,22 @@ def test_cnn_encoder_takes_uint8_frames_with_extra_batch_dims():
     assert math.isfinite(enc(frames).sum().item())
 
 
+def test_tile_cnn_sees_each_tile_once_and_scales_by_the_spec_bounds():
+    enc = CNNEncoder((1, 72, 80), (0, 3), features=256, kind="tile")
+    conv = enc.convs[0]
+    assert conv.kernel_size == (8, 8) and conv.stride == (8, 8)
+    # 72 x 80 frames -> a 9 x 10 grid of tiles, 32 channels each
+    assert enc.fc[0].in_features == 32 * 9 * 10
+    frames = torch.randint(0, 4, (2, 5, 1, 72, 80), dtype=torch.uint8)
+    assert enc(frames).shape == (2, 5, 256)
+    # the first convolution sees 0..3 as 0..1: the spec's bounds, not 255
+    x = torch.full((1, 1, 72, 80), 3, dtype=torch.uint8)
+    scaled = enc.convs[0](torch.ones(1, 1, 72, 80))
+    torch.testing.assert_close(enc.convs[0]((x.float() - enc.low) * enc.inv_range), scaled)
+    with pytest.raises(ConfigError, match="nature or tile"):
+        CNNEncoder((1, 72, 80), (0, 3), kind="resnet")
+
+
 def test_ou_noise_restarts_where_episodes_end_and_is_saved():
     torch.manual_seed(0)
     actor = DeterministicActor(encoder(), 2, (8,))

@@ -21,7 +21,7 @@ def quickstart_commands() -> list[str]:
 
 def tiny(args: list[str], tmp_path: Path) -> list[str]:
     marine = any("marinenav" in a for a in args)
-    on_policy_presets = ("experiment=ppo", "experiment=a2c", "experiment=pqn")
+    on_policy_presets = ("experiment=ppo", "experiment=a2c", "experiment=pqn", "experiment=pixels")
     on_policy = any(a.startswith(on_policy_presets) for a in args)
     budget = ["trainer.total_frames=" + ("512" if on_policy else "64")]
     budget += [] if on_policy else ["trainer.init_random_frames=32", "trainer.batch_size=16"]

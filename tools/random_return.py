@@ -4,10 +4,12 @@ learning curve is read against.
     python tools/random_return.py pixels_pqn --seeds 0 1 2
     python tools/random_return.py pqn_cartpole -- env.eval_envs=32
 
-Builds the preset's evaluation env as a run of that seed does (seed + 10000,
-env.eval_envs copies), runs each copy for one episode with uniform random actions,
-`--passes` times, and prints one JSON record per seed: the mean return of each pass
-and their mean. Discrete action spaces only.
+Builds the preset's evaluation env as a run of that seed does (gpurl.envs.make_eval_env:
+seed + 10000, env.eval_envs copies, held-out worlds for env=pixels), runs each copy for
+one episode with uniform random actions through the env's evaluation protocol when it
+has one, `--passes` times, and prints one JSON record per seed: the mean return of each
+pass and their mean (and the protocol's success, when it reports one). Discrete action
+spaces only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 
 import torch
 
-from gpurl.envs import make_env
+from gpurl.envs import make_eval_env
 from gpurl.train import load_config
 from gpurl.trainers.evaluation import evaluate
 from tools.common import emit, environment_record, gpurl_commit
@@ -43,9 +45,17 @@ def main(argv=None) -> int:
         cfg = load_config([f"experiment={args.preset}", f"seed={seed}", *overrides])
         torch.manual_seed(seed)
         # the evaluation env of a run (train.build): the same worlds the run is judged on
-        env = make_env(cfg.env, device="cpu", seed=seed + 10_000, num_envs=cfg.env.eval_envs)
+        env = make_eval_env(cfg.env, device="cpu", seed=seed)
         policy = uniform_policy(int(env.action_spec.n))
-        returns = [evaluate(env, policy).mean().item() for _ in range(args.passes)]
+        protocol = getattr(env, "evaluation_protocol", None)
+        if protocol is not None:
+            passes = [protocol(policy) for _ in range(args.passes)]
+        else:
+            passes = [{"return": evaluate(env, policy).mean().item()} for _ in range(args.passes)]
+        returns = [m["return"] for m in passes]
+        extra = {}
+        if "success" in passes[0]:
+            extra["mean_success"] = round(sum(m["success"] for m in passes) / len(passes), 4)
         emit(
             {
                 "tool": "random_return",
@@ -55,6 +65,7 @@ def main(argv=None) -> int:
                 "eval_envs": int(cfg.env.eval_envs),
                 "pass_returns": [round(r, 4) for r in returns],
                 "mean_return": round(sum(returns) / len(returns), 4),
+                **extra,
                 "commit": gpurl_commit(),
                 **environment_record("cpu"),
             }

@@ -57,3 +57,17 @@ def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None
         raise ConfigError(f"bad option for env={name}: {err}") from err
     env.validate_actions = bool(env_cfg.get("validate_actions", False))
     return env
+
+
+EVAL_SEED_OFFSET = 10_000  # a run of seed s evaluates on envs built with seed s + 10,000
+
+
+def make_eval_env(env_cfg: Mapping, device="cpu", seed: int = 0):
+    """The evaluation envs of a run of `seed`: `env.eval_envs` copies built with seed +
+    EVAL_SEED_OFFSET; an env that takes `held_out` (the pixel worlds) gets worlds that no
+    training env of any seed or size has."""
+    name = env_cfg["name"]
+    cfg = dict(env_cfg)
+    if name in NATIVE_ENVS and getattr(NATIVE_ENVS[name], "has_held_out", False):
+        cfg["held_out"] = True
+    return make_env(cfg, device=device, seed=seed + EVAL_SEED_OFFSET, num_envs=cfg["eval_envs"])

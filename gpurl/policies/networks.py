@@ -8,9 +8,12 @@ concatenated:
 - an object list [M, D] with a slot mask entry ("objects" + "objects_mask"): each slot
   through Linear(D, object_embed)+ReLU, masked slots zeroed, slots concatenated
   (MarineNav's 5 objects: 5 x 40);
-- an image: [C, H, W], or [H, W] of integers, through the Nature-DQN convolutions,
-  scaled to [0, 1] by the spec's bounds (gpurl's 4-shade pixels are 0..3: divided by
-  3, never by a guessed 255; an unbounded uint8 image is divided by 255);
+- an image: [C, H, W], or [H, W] of integers, through the Nature-DQN convolutions
+  (`cnn: nature`, the default) or the tile-grid convolutions (`cnn: tile`: an 8 x 8
+  stride-8 convolution that sees each 8 x 8 tile of a Game-Boy-like frame once, 72 x 80
+  -> 9 x 10 tiles, then a 3 x 3 convolution over the tile grid), scaled to [0, 1] by
+  the spec's bounds (gpurl's 4-shade pixels are 0..3: divided by 3, never by a guessed
+  255; an unbounded uint8 image is divided by 255);
 - anything else is flattened.
 """
 
@@ -25,6 +28,7 @@ from torch import nn
 from torchrl.data import Bounded
 
 from gpurl.envs.info import EnvInfo
+from gpurl.errors import ConfigError
 
 
 def mlp(
@@ -65,25 +69,42 @@ def is_image(shape: torch.Size, dtype: torch.dtype) -> bool:
     )
 
 
-class CNNEncoder(nn.Module):
-    """The Nature-DQN convolutions for frames [..., C, H, W] (or [..., H, W]), scaled to
-    [0, 1] from the value range (low, high)."""
+CNN_KINDS = ("nature", "tile")
+TILE_PIXELS = 8  # gpurl's pixel worlds (and the Game Boy) draw 8 x 8-pixel tiles
 
-    def __init__(self, shape: Sequence[int], value_range=(0.0, 255.0), features: int = 512):
+
+def _convolutions(kind: str, c: int) -> nn.Sequential:
+    if kind == "nature":  # Mnih et al. 2015: 8x8/4, 4x4/2, 3x3/1
+        layers = [nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2)]
+        layers += [nn.ReLU(), nn.Conv2d(64, 64, 3, stride=1)]
+    else:  # one feature vector per tile, then a 3 x 3 neighbourhood over the tile grid
+        layers = [nn.Conv2d(c, 32, TILE_PIXELS, stride=TILE_PIXELS), nn.ReLU()]
+        layers += [nn.Conv2d(32, 32, 3, padding=1)]
+    return nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
+
+
+class CNNEncoder(nn.Module):
+    """Convolutions for frames [..., C, H, W] (or [..., H, W]), scaled to [0, 1] from the
+    value range (low, high), then Linear+ReLU to `features`. `kind`: "nature" (the
+    Nature-DQN convolutions) or "tile" (72 x 80 frames -> a 9 x 10 grid of 8 x 8 tiles,
+    32 channels each, then a 3 x 3 convolution: a quarter of the Nature stack's
+    multiply-adds on these frames)."""
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        value_range=(0.0, 255.0),
+        features: int = 512,
+        kind: str = "nature",
+    ):
         super().__init__()
+        if kind not in CNN_KINDS:
+            raise ConfigError(f"agent.encoder.cnn={kind} is unknown: use nature or tile")
         self.image_ndim = len(shape)
         c, h, w = shape if len(shape) == 3 else (1, *shape)
         low, high = value_range
         self.low, self.inv_range = float(low), 1.0 / max(float(high) - float(low), 1e-12)
-        self.convs = nn.Sequential(
-            nn.Conv2d(c, 32, 8, stride=4),
-            nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2),
-            nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
+        self.convs = _convolutions(kind, c)
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, c, h, w)).shape[-1]
         self.fc = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
@@ -143,7 +164,14 @@ class ObjectListEncoder(nn.Module):
 class SpecEncoder(nn.Module):
     """Every observation entry of an EnvInfo through its own encoder, concatenated."""
 
-    def __init__(self, info: EnvInfo, embed: int = 0, object_embed: int = 40, cnn_features=512):
+    def __init__(
+        self,
+        info: EnvInfo,
+        embed: int = 0,
+        object_embed: int = 40,
+        cnn_features=512,
+        cnn: str = "nature",
+    ):
         super().__init__()
         self.keys = list(info.obs_keys)
         self.mask_keys = [info.slot_masks.get(k) for k in self.keys]
@@ -154,7 +182,7 @@ class SpecEncoder(nn.Module):
             if mask_key is not None and len(shape) == 2:
                 parts.append(ObjectListEncoder(shape, object_embed, scale))
             elif is_image(shape, spec.dtype):
-                parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features))
+                parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features, cnn))
             else:
                 parts.append(VectorEncoder(shape, embed, scale))
         self.parts = nn.ModuleList(parts)
@@ -171,11 +199,13 @@ class SpecEncoder(nn.Module):
 
 
 def make_encoder(info: EnvInfo, cfg=None) -> SpecEncoder:
-    """The encoder an agent config asks for (`agent.encoder.embed`, `object_embed`)."""
+    """The encoder an agent config asks for (`agent.encoder.embed`, `object_embed`,
+    `cnn_features`, `cnn`)."""
     opts = dict(cfg or {})
     return SpecEncoder(
         info,
         embed=int(opts.get("embed", 0) or 0),
         object_embed=int(opts.get("object_embed", 40) or 40),
         cnn_features=int(opts.get("cnn_features", 512) or 512),
+        cnn=str(opts.get("cnn", "nature") or "nature"),
     )

@@ -2,7 +2,8 @@
 
     while frames < total_frames:
         iteration()                   the subclass's hot path: collect and learn
-        every log_interval frames:    read the device metrics once, log, progress bar
+        every log_interval frames:    read the device metrics once (and the env's own
+                                      stats, env.read_stats), log, progress bar
         every eval_interval frames:   the env's evaluation protocol on separate copies
         every checkpoint_interval:    save everything a resumed run needs to continue
                                       exactly as if it had never stopped
@@ -129,6 +130,9 @@ class Trainer:
         if episodes is not None:
             scalars.update({f"train/episode_{k}": v for k, v in episodes.items()})
             self.train_history.append((self.frames, episodes["return"]))
+        env_stats = self.read_env_stats()
+        if env_stats is not None:  # the env's own counters (pixels: success, length)
+            scalars.update({f"train/env_{k}": v for k, v in env_stats.items()})
         scalars["train/fps"] = self.frames / max(elapsed, 1e-9)
         epsilon = getattr(self.agent.policy, "epsilon", lambda: None)()
         if epsilon is not None:
@@ -137,6 +141,13 @@ class Trainer:
             for k, v in scalars.items():
                 self.logger.log_scalar(k, v, step=self.frames)
         return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
+
+    def read_env_stats(self) -> dict[str, float] | None:
+        """The training env's own episode statistics since the last log (an env with
+        `read_stats`, e.g. env=pixels with info_mode=stats: success and episode length),
+        accumulated on the device as it steps and read here, once per log."""
+        read = getattr(self.env, "read_stats", None)
+        return read() if read is not None else None
 
     def evaluate(self) -> float:
         metrics = evaluate_protocol(self.eval_env, self.agent.policy)

@@ -2,8 +2,9 @@
 
 Batch [num_envs] on CPU or CUDA. Observation "pixels" uint8 [N, stack_k, 72, 80] in
 shades 0..3; 8 discrete actions (NOOP, A, B, START, UP, DOWN, LEFT, RIGHT). Each env has
-its own world (seed + env index) and always restarts from the same start state (the
-reset cache). See docs/envs/pixels.md for options and the reward forms.
+its own world (seed + env index; held-out worlds, for evaluation, count down from
+2**32 - 1 instead) and always restarts from the same start state (the reset cache). See
+docs/envs/pixels.md for options, the reward forms and the evaluation protocol.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from gpurl.envs.pixels.worldgen import generate_worlds
 from gpurl.errors import ConfigError
 
 REWARDS = ("goal", "reach")
+# World ids are 32-bit (worldgen hashes the low 32 bits of a world seed). Training envs
+# take ids seed, seed + 1, ... and held-out envs ids 2**32 - 1 - seed, counting down:
+# disjoint while every training id stays below 2**31.
+WORLD_IDS = 1 << 32
 INFO_MODES = ("full", "stats", "none")
 
 
@@ -48,6 +53,8 @@ def _check(ok: bool, message: str) -> None:
 
 
 class PixelsEnv(NativeEnv):
+    has_held_out = True  # make_eval_env builds its evaluation envs with held_out=True
+
     def __init__(
         self,
         num_envs: int = 1,
@@ -71,6 +78,7 @@ class PixelsEnv(NativeEnv):
         max_steps: int = 512,
         info_mode: str = "stats",
         restore: str = "lazy",
+        held_out: bool = False,
     ):
         _check(int(stack_k) >= 1, f"stack_k must be >= 1, got {stack_k}: set env.stack_k=1")
         _check(
@@ -105,6 +113,10 @@ class PixelsEnv(NativeEnv):
 
         n, dev = self.num_envs, self.device
         world_seeds = int(seed) + torch.arange(n, dtype=torch.int64, device=dev)
+        self.held_out = bool(held_out)
+        if self.held_out:  # worlds no training env (seed >= 0, ids < 2**31) ever gets
+            world_seeds = (WORLD_IDS - 1) - world_seeds
+        self.world_ids = world_seeds
         worlds = generate_worlds(world_seeds, int(map_height), int(map_width), float(wall_prob))
         self.tiles = worlds.tiles
         self.blocked = blocking_map(worlds.tiles)
@@ -126,6 +138,10 @@ class PixelsEnv(NativeEnv):
         self.counter = torch.zeros(n, dtype=torch.int64, device=dev)
         self.first = torch.ones(n, dtype=torch.bool, device=dev)
         self.stats: dict[str, torch.Tensor] = {}
+        # info_mode "stats": goals, episodes and their summed lengths since construction,
+        # accumulated in place; read_stats() reads them (one host read per log)
+        self.stat_totals = torch.zeros(3, dtype=torch.int64, device=dev)
+        self.stats_read_at = (0, 0, 0)
         self._obs: torch.Tensor | None = None
 
         b = self.batch_size
@@ -208,17 +224,58 @@ class PixelsEnv(NativeEnv):
         return out
 
     # -- info_mode "stats" ----------------------------------------------------------------
+    host_state = ("stats_read_at",)
+
     def _update_stats(self, dist, terminated, truncated) -> None:
         """Aggregates as device tensors; the host reads them only when it logs."""
-        zero = torch.zeros((), dtype=torch.int64, device=self.device)
-        goals = terminated.sum()
-        ends = (terminated | truncated).sum()
+        ends = terminated | truncated
+        # this step's goals, episode ends and the lengths of the episodes that ended
+        counts = torch.stack((terminated.sum(), ends.sum(), (self.steps * ends).sum()))
+        self.stat_totals.add_(counts)
         self.stats = {
             "dist_mean": dist.mean(),
             "dist_min": dist.amin(),
             "dist_max": dist.amax(),
-            "goals": goals,
-            "episodes_done": ends,
-            "total_goals": self.stats.get("total_goals", zero) + goals,
-            "total_episodes": self.stats.get("total_episodes", zero) + ends,
+            "goals": counts[0],
+            "episodes_done": counts[1],
+            "total_goals": self.stat_totals[0],
+            "total_episodes": self.stat_totals[1],
+            "total_length": self.stat_totals[2],
         }
+
+    def read_stats(self) -> dict[str, float] | None:
+        """The episodes ended since the last call (info_mode "stats"): their count, the
+        fraction that reached the goal and their mean length. One host read; None when
+        no episode ended or the stats are off. The trainer calls it at each log."""
+        if self.info_mode != "stats":
+            return None
+        goals, episodes, length = self.stat_totals.tolist()
+        g0, e0, l0 = self.stats_read_at
+        self.stats_read_at = (goals, episodes, length)
+        if episodes == e0:
+            return None
+        n = episodes - e0
+        return {"episodes": float(n), "success": (goals - g0) / n, "length": (length - l0) / n}
+
+    # -- evaluation -------------------------------------------------------------------
+    def evaluation_protocol(self, policy) -> dict[str, float]:
+        """One episode in each env from its start state, acting with `policy` (the caller
+        makes it greedy): mean return, success (the goal reached before max_steps) and
+        mean episode length. Built with held_out=True (gpurl.envs.make_eval_env), these
+        are worlds no training env has."""
+        n, dev = self.num_envs, self.device
+        obs = self.lean_reset()
+        ret = torch.zeros(n, device=dev)
+        length = torch.zeros(n, device=dev)
+        alive = torch.ones(n, dtype=torch.bool, device=dev)
+        success = torch.zeros(n, dtype=torch.bool, device=dev)
+        for t in range(self.max_episode_steps):
+            nxt, obs = self.lean_step(policy(obs)["action"])
+            ret += nxt["reward"].reshape(n) * alive
+            length += alive
+            success |= nxt["terminated"].reshape(n) & alive
+            alive &= ~nxt["done"].reshape(n)
+            if t % 64 == 63 and not alive.any():  # evaluation only: a host read is fine
+                break
+        out = torch.stack((ret.mean(), success.float().mean(), length.mean())).tolist()
+        return dict(zip(("return", "success", "length"), out, strict=True))
