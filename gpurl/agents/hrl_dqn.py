@@ -127,7 +127,8 @@ def worker_q(
         scores.append(corner_cells(net.scores(maps), geom.grid_step))
     h = geom.height
     top = z + geom.pool.ht_max[pool_ids][:, :, None, None]
-    q = torch.cat(scores, 1) + net.corner_term(_unit(z, h), _unit(top, h))
+    peak = hm.amax((1, 2))[:, None, None, None]
+    q = torch.cat(scores, 1) + net.corner_term(*_relative(z, top, peak, h))
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))[:, None, None, None], legal
 
 
@@ -152,7 +153,7 @@ def worker_q_at(
         score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
     z = z[env, 0, ix, iy]
     top = z + p.ht_max[pool_ids, ori]
-    q = score + net.corner_term(_unit(z, h), _unit(top, h))
+    q = score + net.corner_term(*_relative(z, top, hm.amax((1, 2)), h))
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))
 
 
@@ -160,6 +161,14 @@ def worker_scalars(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tens
     """The worker's state scalars [B, 8]: the manager's 8 scalars of the chosen item."""
     ones = torch.ones_like(pool_ids, dtype=torch.bool)[:, None]
     return manager_scalars(geom, hm, pool_ids[:, None], ones)[:, 0]
+
+
+def _relative(z, top, peak, height: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The placement term's inputs, relative to the pile's current peak: (z - peak) / H
+    and (top - peak) / H. Within a state they rank placements as z and top do; across
+    states they do not grow with the pile, so bootstrapping from a fuller box cannot
+    feed "higher is better" back into them (absolute heights did, in every run)."""
+    return ((z - peak) / height).clamp(-1.0, 1.0), ((top - peak) / height).clamp(-1.0, 1.0)
 
 
 def _unit(x: torch.Tensor, height: float) -> torch.Tensor:
