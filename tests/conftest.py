@@ -62,3 +62,22 @@ def small_trainer(tmp_path, overrides, device="cpu"):
         ]
     )
     return build(cfg, tmp_path)
+
+
+# packing_hrl_cpu shrunk for tests: 4 envs of 6 items at resolution 16, tiny networks
+SMALL_PACKING = [
+    "experiment=packing_hrl_cpu",
+    "env.num_envs=4",
+    "env.resolution=16",
+    "env.pool_size=8",
+    "env.num_objects=6",
+    "env.num_candidates=4",
+    "env.compile_placement=false",
+    "agent.manager.channels=[8]",
+    "agent.manager.blocks=[1]",
+    "agent.worker.channels=[4,8]",
+    "trainer.frames_per_batch=8",
+    "trainer.batch_size=8",
+    "logger=none",
+    "trainer.progress=false",
+]

@@ -29,7 +29,7 @@ from gpurl.train import build, load_config
 from gpurl.trainers.collector import make_collector
 from gpurl.trainers.replay import DeviceReplay
 
-from .conftest import assert_iterations_read_nothing
+from .conftest import SMALL_PACKING, assert_iterations_read_nothing
 
 SMALL_ENV = dict(resolution=16, grid_step=2, pool_size=8, num_objects=6, num_candidates=4)
 
@@ -351,24 +351,11 @@ def test_full_size_networks_match_the_spec():
 def test_hrl_training_iterations_read_nothing_on_the_host(tmp_path):
     cfg = load_config(
         [
-            "experiment=packing_hrl_cpu",
-            "env.num_envs=4",
+            *SMALL_PACKING,
             "env.eval_envs=2",
-            "env.resolution=16",
-            "env.pool_size=8",
-            "env.num_objects=6",
-            "env.num_candidates=4",
-            "env.compile_placement=false",
-            "agent.manager.channels=[8]",
-            "agent.manager.blocks=[1]",
-            "agent.worker.channels=[4,8]",
-            "trainer.frames_per_batch=8",
             "trainer.init_random_frames=16",
-            "trainer.batch_size=8",
             "trainer.utd=1",
             "trainer.buffer_size=500",
-            "logger=none",
-            "trainer.progress=false",
         ]
     )
     trainer = build(cfg, tmp_path)

@@ -10,6 +10,8 @@ from omegaconf import OmegaConf
 from gpurl.train import build, load_config, load_trained
 from tools import bench_seed_packing, eval_packing, render_packing
 
+from ..conftest import SMALL_PACKING
+
 pytestmark = pytest.mark.slow  # trains a run and drives three tools: ~30 s
 
 
@@ -18,25 +20,12 @@ def tiny_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
     cfg = load_config(
         [
-            "experiment=packing_hrl_cpu",
-            "env.num_envs=4",
+            *SMALL_PACKING,
             "env.eval_envs=4",
-            "env.resolution=16",
-            "env.pool_size=8",
-            "env.num_objects=6",
-            "env.num_candidates=4",
-            "env.compile_placement=false",
-            "agent.manager.channels=[8]",
-            "agent.manager.blocks=[1]",
-            "agent.worker.channels=[4,8]",
-            "trainer.frames_per_batch=8",
             "trainer.init_random_frames=8",
-            "trainer.batch_size=8",
             "trainer.utd=0.5",
             "trainer.total_frames=32",
             "trainer.eval_interval=32",
-            "logger=none",
-            "trainer.progress=false",
         ]
     )
     (run_dir / ".hydra").mkdir()
