@@ -38,10 +38,10 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
-from torch import nn
 
 from gpurl.agents.base import Agent, clip_and_step, make_optimizer, target_copy
 from gpurl.envs.info import EnvInfo
+from gpurl.envs.packing.baselines import uniform_choice
 from gpurl.envs.packing.features import (
     all_orientations,
     manager_maps,
@@ -119,16 +119,19 @@ def worker_q(
     """
     if z is None:
         z, legal = geom.placement(hm, pool_ids)
-    every = all_orientations(hm.device).expand(pool_ids.shape[0], -1)
-    scores = [torch.zeros_like(z)] if not net.spatial else []
-    for i in range(0, NUM_ORIENTATIONS if net.spatial else 0, chunk):
-        o = slice(i, i + chunk)
-        maps = worker_inputs(geom, hm, pool_ids, every[:, o], z[:, o], legal[:, o])
-        scores.append(corner_cells(net.scores(maps), geom.grid_step))
+    score = 0.0
+    if net.spatial:
+        every = all_orientations(hm.device).expand(pool_ids.shape[0], -1)
+        parts = []
+        for i in range(0, NUM_ORIENTATIONS, chunk):
+            o = slice(i, i + chunk)
+            maps = worker_inputs(geom, hm, pool_ids, every[:, o], z[:, o], legal[:, o])
+            parts.append(corner_cells(net.scores(maps), geom.grid_step))
+        score = torch.cat(parts, 1)
     h = geom.height
     top = z + geom.pool.ht_max[pool_ids][:, :, None, None]
     peak = hm.amax((1, 2))[:, None, None, None]
-    q = torch.cat(scores, 1) + net.corner_term(*_relative(z, top, peak, h))
+    q = score + net.corner_term(*_relative(z, top, peak, h))
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))[:, None, None, None], legal
 
 
@@ -175,11 +178,14 @@ def _unit(x: torch.Tensor, height: float) -> torch.Tensor:
     return (x / height).clamp(0.0, 2.0)
 
 
+def masked_argmax(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Flat index [B] of the largest q [B, ...] over the True entries of mask."""
+    return q.masked_fill(~mask, float("-inf")).flatten(1).argmax(1)
+
+
 def joint_argmax(q: torch.Tensor, legal: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Masked argmax of q [B, O, G, G] jointly over orientations and corners: (o, ix, iy)."""
-    g = q.shape[-1]
-    flat = q.masked_fill(~legal, float("-inf")).flatten(1).argmax(1)
-    return decode(flat, g)
+    return decode(masked_argmax(q, legal), q.shape[-1])
 
 
 def decode(flat: torch.Tensor, corners: int) -> tuple[torch.Tensor, ...]:
@@ -191,15 +197,9 @@ def decode(flat: torch.Tensor, corners: int) -> tuple[torch.Tensor, ...]:
 def double_q_value(q_online: torch.Tensor, q_target: torch.Tensor, mask: torch.Tensor):
     """Q_target at the online argmax over the True entries of mask [B, ...]; 0 where none.
     Returns (value [B], flat argmax [B])."""
-    best = q_online.masked_fill(~mask, float("-inf")).flatten(1).argmax(1)
+    best = masked_argmax(q_online, mask)
     value = q_target.flatten(1).gather(1, best[:, None]).squeeze(1)
     return torch.where(mask.flatten(1).any(1), value, 0.0), best
-
-
-def uniform_choice(mask: torch.Tensor) -> torch.Tensor:
-    """A uniformly drawn True index per row of mask [B, n] (0 where none)."""
-    u = torch.rand(mask.shape, device=mask.device)
-    return torch.where(mask, u, -1.0).argmax(1)
 
 
 def heuristic_slot(mask: torch.Tensor, scalars: torch.Tensor, rule: torch.Tensor) -> torch.Tensor:
@@ -271,7 +271,7 @@ class HRLPolicy(TensorDictModuleBase):
         hm, mask, scalars = td["heightmap"], td["candidate_mask"], td["candidate_features"]
         pool_c = td["items"].gather(1, td["candidates"])
         q_m = manager_q(self.manager, geom, hm, pool_c, scalars, self.manager_chunk)
-        slot = q_m.masked_fill(~mask, float("-inf")).argmax(1)
+        slot = masked_argmax(q_m, mask)
         explore = exploring()
         b = hm.shape[0]
         if explore:
@@ -283,7 +283,7 @@ class HRLPolicy(TensorDictModuleBase):
             )
         pid = pool_c.gather(1, slot[:, None]).squeeze(1)
         q_w, legal = worker_q(self.worker, geom, hm, pid, self.worker_chunk)
-        flat = q_w.masked_fill(~legal, float("-inf")).flatten(1).argmax(1)
+        flat = masked_argmax(q_w, legal)
         if explore:
             random_flat = uniform_choice(legal.flatten(1))
             flat = torch.where(torch.rand(b, device=hm.device) < eps, random_flat, flat)
@@ -361,10 +361,8 @@ class HRLDQNAgent(Agent):
         target = manager_q(self.manager_target, geom, hm, pool_c, scalars, self.manager_chunk)
         v_m, slot = double_q_value(online, target, mask)
         pid = pool_c.gather(1, slot[:, None]).squeeze(1)
-        z, legal = geom.placement(hm, pid)
-        q_w, _ = worker_q(self.worker, geom, hm, pid, self.worker_chunk, z, legal)
-        _, best = double_q_value(q_w, q_w, legal)
-        ori, ix, iy = decode(best, geom.corners)
+        q_w, legal = worker_q(self.worker, geom, hm, pid, self.worker_chunk)
+        ori, ix, iy = joint_argmax(q_w, legal)
         v_w = worker_q_at(self.worker_target, geom, hm, pid, ori, ix, iy)
         v_w = torch.where(legal.flatten(1).any(1) & mask.any(1), v_w, 0.0)
         reward, discount = batch["reward"], batch["discount"]
@@ -422,7 +420,3 @@ class HRLDQNAgent(Agent):
             epsilon=self.schedule.epsilon(self.progress).float(),
             stage=self.schedule.stage2(self.progress).float() + 1.0,
         )
-
-
-def parameter_count(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())

@@ -243,6 +243,28 @@ class NativeEnv(EnvBase):
         self._reset_where(done.reshape(self.batch_size))
         return fast_tensordict(nxt, self.batch_size, self.device), self._observation_td()
 
+    @torch.no_grad()
+    def play_episodes(self, policy, max_steps: int | None = None) -> dict[str, torch.Tensor]:
+        """One episode in every env from a reset, acting with `policy` (the caller makes
+        it greedy): per env [batch] its return (summed over robots), length, and whether
+        it ended terminated (a goal or a crash, not max_steps). For evaluation: it reads
+        the device every 64 steps to stop once every episode has ended."""
+        batch = self.batch_size
+        obs = self.lean_reset()
+        ret = torch.zeros(batch, device=self.device)
+        length = torch.zeros(batch, device=self.device)
+        alive = torch.ones(batch, dtype=torch.bool, device=self.device)
+        terminated = torch.zeros(batch, dtype=torch.bool, device=self.device)
+        for t in range(max_steps or self.max_episode_steps):
+            nxt, obs = self.lean_step(policy(obs)["action"])
+            ret += nxt["reward"].reshape(*batch, -1).sum(-1) * alive
+            length += alive
+            terminated |= nxt["terminated"].reshape(*batch, -1).any(-1) & alive
+            alive &= ~nxt["done"].reshape(*batch, -1).any(-1)
+            if t % 64 == 63 and not alive.any():
+                break
+        return {"return": ret, "length": length, "terminated": terminated}
+
 
 def _as_tuples(value):
     """random.Random.setstate wants tuples; a checkpoint may hand back lists."""

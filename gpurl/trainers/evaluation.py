@@ -34,16 +34,7 @@ def evaluate(env, policy, max_steps: int | None = None) -> torch.Tensor:
             # stepped past its end); only each env's first episode is counted.
             rollout = env.rollout(max_steps, policy, break_when_any_done=False)
             return first_episode_returns(rollout)
-        obs = env.lean_reset()
-        returns = torch.zeros(env.batch_size, device=env.device)
-        alive = torch.ones(env.batch_size, dtype=torch.bool, device=env.device)
-        for t in range(max_steps):
-            nxt, obs = env.lean_step(policy(obs)["action"])
-            returns += nxt["reward"].reshape(*env.batch_size, -1).sum(-1) * alive
-            alive &= ~nxt["done"].reshape(*env.batch_size, -1).any(-1)
-            if t % 64 == 63 and not alive.any():  # evaluation only: a host read is fine
-                break
-    return returns
+        return env.play_episodes(policy, max_steps)["return"]
 
 
 def greedy(policy):

@@ -26,6 +26,13 @@ def _decode(flat: torch.Tensor, corners: int) -> tuple[torch.Tensor, ...]:
     return ori, cell // corners, cell % corners
 
 
+def uniform_choice(mask: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Index of a uniformly drawn True entry per row of mask [B, n] (0 if none): no host
+    read, no data-dependent shape."""
+    u = torch.rand(mask.shape, generator=generator, device=mask.device)
+    return torch.where(mask, u, -1.0).argmax(1)
+
+
 class HeuristicPolicy:
     """Largest bounding-box volume first; the placement with the lowest resting height,
     ties toward the smallest resulting maximum height, then lowest x, then y (then the
@@ -62,16 +69,11 @@ class RandomPolicy:
         self.geometry = geometry
         self.rng = torch.Generator(device=geometry.pool.ht.device).manual_seed(seed)
 
-    def _uniform(self, mask: torch.Tensor) -> torch.Tensor:
-        """Index of a uniformly drawn True entry per row of [B, n] (0 if none)."""
-        u = torch.rand(mask.shape, generator=self.rng, device=mask.device)
-        return torch.where(mask, u, -1.0).argmax(1)
-
     def __call__(self, td: TensorDictBase) -> TensorDictBase:
         geom = self.geometry
-        slot = self._uniform(td["candidate_mask"])
+        slot = uniform_choice(td["candidate_mask"], self.rng)
         _, legal = geom.placement(td["heightmap"], _chosen_pool_ids(td, slot))
-        flat = self._uniform(legal.permute(0, 2, 3, 1).flatten(1))
+        flat = uniform_choice(legal.permute(0, 2, 3, 1).flatten(1), self.rng)
         ori, ix, iy = _decode(flat, geom.corners)
         td.set("action", torch.stack((slot, ori, ix, iy), -1))
         return td

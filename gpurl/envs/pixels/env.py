@@ -263,19 +263,6 @@ class PixelsEnv(NativeEnv):
         makes it greedy): mean return, success (the goal reached before max_steps) and
         mean episode length. Built with held_out=True (gpurl.envs.make_eval_env), these
         are worlds no training env has."""
-        n, dev = self.num_envs, self.device
-        obs = self.lean_reset()
-        ret = torch.zeros(n, device=dev)
-        length = torch.zeros(n, device=dev)
-        alive = torch.ones(n, dtype=torch.bool, device=dev)
-        success = torch.zeros(n, dtype=torch.bool, device=dev)
-        for t in range(self.max_episode_steps):
-            nxt, obs = self.lean_step(policy(obs)["action"])
-            ret += nxt["reward"].reshape(n) * alive
-            length += alive
-            success |= nxt["terminated"].reshape(n) & alive
-            alive &= ~nxt["done"].reshape(n)
-            if t % 64 == 63 and not alive.any():  # evaluation only: a host read is fine
-                break
-        out = torch.stack((ret.mean(), success.float().mean(), length.mean())).tolist()
+        ep = self.play_episodes(policy)
+        out = torch.stack((ep["return"], ep["terminated"].float(), ep["length"])).mean(1).tolist()
         return dict(zip(("return", "success", "length"), out, strict=True))
