@@ -113,6 +113,52 @@ def test_partial_reset_leaves_other_envs_untouched():
     assert torch.equal(now["info"]["reset_mask"].squeeze(-1), mask)
 
 
+def test_world_pool_draws_a_new_world_at_each_reset():
+    """num_worlds = P: env i plays pool world j as the fixed-world env built with the same
+    seed plays its env j (tiles, moves, start state and frame); envs that do not reset
+    keep their world; every pool world comes up; held-out envs ignore the pool."""
+    n, pool = 4, 5
+    kw = dict(stack_k=2, reward="reach", shaping=0.1, map_height=8, map_width=8, max_steps=6)
+    env = PixelsEnv(num_envs=n, seed=3, num_worlds=pool, **kw)
+    fixed = PixelsEnv(num_envs=pool, seed=3, **kw)
+    start_pixels = fixed.lean_reset()["pixels"]  # [pool, 2, 72, 80]: each world's start
+    seen = set()
+    env.lean_reset()
+    for t in range(30):
+        world, pos = env.world.clone(), env.pos.clone()
+        seen.update(world.tolist())
+        assert torch.equal(env.world_ids, 3 + world) and torch.equal(env.tiles, fixed.tiles[world])
+        action = torch.tensor([4 + (t + i) % 4 for i in range(n)])
+        nxt, obs = env.lean_step(action)
+        done = nxt["done"][:, 0]
+        moved = move_player(pos, action, fixed.blocked[world], env.held_frames)
+        assert torch.equal(env.pos[~done], moved[~done])
+        assert torch.equal(env.world[~done], world[~done])  # no reset: same world
+        new = env.world[done]  # a reset env starts its new world from its start state
+        assert torch.equal(env.pos[done], fixed.cache["pos"][new])
+        assert torch.equal(obs["pixels"][done], start_pixels[new])
+    assert seen == set(range(pool))
+    held = PixelsEnv(num_envs=n, seed=3, num_worlds=pool, held_out=True, **kw)
+    assert held.pool is None and held.world_ids.tolist() == [2**32 - 1 - 3 - i for i in range(n)]
+
+
+def test_world_pool_resumes_exactly():
+    kw = dict(num_envs=3, seed=1, num_worlds=7, reward="reach", map_height=8, map_width=8,
+              max_steps=3)
+    env = PixelsEnv(**kw)
+    env.lean_reset()
+    actions = [torch.tensor([4 + (t + i) % 4 for i in range(3)]) for t in range(12)]
+    for a in actions[:5]:
+        env.lean_step(a)
+    copy = PixelsEnv(**kw)
+    copy.lean_reset()
+    copy.load_env_state_dict(env.env_state_dict())
+    for a in actions[5:]:
+        (n1, o1), (n2, o2) = env.lean_step(a), copy.lean_step(a)
+        assert torch.equal(n1["reward"], n2["reward"]) and torch.equal(o1["pixels"], o2["pixels"])
+        assert torch.equal(env.world, copy.world)
+
+
 def test_goal_counter_bonus_and_autoreset():
     env = PixelsEnv(num_envs=2, k_consecutive=3, info_mode="full")
     env.lean_reset()
@@ -181,7 +227,9 @@ def test_info_modes():
     assert torch.equal(out["none"]["reward"], out["full"]["reward"])
 
 
-@pytest.mark.parametrize("kw", [{}, {"stack_k": 4, "restore": "masked", "info_mode": "full"}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"stack_k": 4, "restore": "masked", "info_mode": "full"}, {"num_worlds": 16}]
+)
 def test_lean_step_reads_nothing_on_the_host(kw):
     env = PixelsEnv(num_envs=8, max_steps=5, **kw)
     env.lean_reset()
@@ -209,6 +257,8 @@ def test_bad_options_raise_config_errors():
         make_env({"name": "pixels", "info_mode": "verbose"})
     with pytest.raises(ConfigError, match="bad option"):
         make_env({"name": "pixels", "colour": 1})
+    with pytest.raises(ConfigError, match="num_worlds"):
+        make_env({"name": "pixels", "num_worlds": -1})
 
 
 @requires_cuda

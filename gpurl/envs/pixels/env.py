@@ -3,11 +3,14 @@
 Batch [num_envs] on CPU or CUDA. Observation "pixels" uint8 [N, stack_k, 72, 80] in
 shades 0..3; 8 discrete actions (NOOP, A, B, START, UP, DOWN, LEFT, RIGHT). Each env has
 its own world (seed + env index; held-out worlds, for evaluation, count down from
-2**32 - 1 instead) and always restarts from the same start state (the reset cache). See
+2**32 - 1 instead) and always restarts from the same start state (the reset cache); with
+num_worlds > 0 every reset draws the env's next world from a pool of that many instead. See
 docs/envs/pixels.md for options, the reward forms and the evaluation protocol.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
@@ -47,6 +50,18 @@ WORLD_IDS = 1 << 32
 INFO_MODES = ("full", "stats", "none")
 
 
+class WorldPool(NamedTuple):
+    """The worlds of an env with num_worlds > 0, one row each."""
+
+    ids: torch.Tensor  # int64 [P]: world ids
+    tiles: torch.Tensor
+    blocked: torch.Tensor
+    goal_pos: torch.Tensor
+    goal_window: torch.Tensor
+    goal_frame: torch.Tensor
+    start: dict  # the reset cache's entries: pos, frame, metric
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -79,6 +94,7 @@ class PixelsEnv(NativeEnv):
         info_mode: str = "stats",
         restore: str = "lazy",
         held_out: bool = False,
+        num_worlds: int = 0,
     ):
         _check(int(stack_k) >= 1, f"stack_k must be >= 1, got {stack_k}: set env.stack_k=1")
         _check(
@@ -96,6 +112,10 @@ class PixelsEnv(NativeEnv):
         _check(restore in RESTORE_MODES, f"restore must be one of {RESTORE_MODES}, got '{restore}'")
         _check(int(max_steps) >= 1, f"max_steps must be >= 1, got {max_steps}")
         _check(int(k_consecutive) >= 1, f"k_consecutive must be >= 1, got {k_consecutive}")
+        _check(
+            0 <= int(num_worlds) < WORLD_IDS // 2,
+            f"num_worlds must be 0 (a fixed world per env) or a pool size, got {num_worlds}",
+        )
         super().__init__(num_envs, device, seed)
         self.max_episode_steps = int(max_steps)
         self.stack_k = int(stack_k)
@@ -112,8 +132,13 @@ class PixelsEnv(NativeEnv):
         self._shaping = shaping
 
         n, dev = self.num_envs, self.device
-        world_seeds = int(seed) + torch.arange(n, dtype=torch.int64, device=dev)
         self.held_out = bool(held_out)
+        # num_worlds > 0: a pool of that many worlds, one drawn afresh at every reset
+        # (Procgen's num_levels). Held-out envs keep one fixed world each: an evaluation
+        # plays each of its worlds once.
+        self.num_worlds = 0 if self.held_out else int(num_worlds)
+        pool_size = self.num_worlds or n
+        world_seeds = int(seed) + torch.arange(pool_size, dtype=torch.int64, device=dev)
         if self.held_out:  # worlds no training env (seed >= 0, ids < 2**31) ever gets
             world_seeds = (WORLD_IDS - 1) - world_seeds
         self.world_ids = world_seeds
@@ -127,13 +152,28 @@ class PixelsEnv(NativeEnv):
         self._goal_window = self._visible_tiles(worlds.goal)
         start_frame = self._render(worlds.start)
         self.goal_frame = as_pixels(self._render(worlds.goal))  # uint8 [N, 72, 80]
-        start_stack = as_pixels(start_frame).unsqueeze(1).expand(n, self.stack_k, -1, -1)
+        start_stack = as_pixels(start_frame).unsqueeze(1).expand(pool_size, self.stack_k, -1, -1)
         start_metric = self._metric(start_stack, worlds.start)
         self.cache = ResetCache(pos=worlds.start, frame=start_frame, metric=start_metric)
+        self.pool = None
+        if self.num_worlds:
+            # Everything a world fixes, per pool world; _reset_where gathers each env's
+            # rows. Not a tensor attribute, so checkpoints do not carry it (the
+            # constructor rebuilds it); `world` (each env's pool index) they do carry.
+            self.pool = WorldPool(
+                ids=world_seeds,
+                tiles=self.tiles,
+                blocked=self.blocked,
+                goal_pos=self.goal_pos,
+                goal_window=self._goal_window,
+                goal_frame=self.goal_frame,
+                start=self.cache.start,
+            )
+            self.world = torch.zeros(n, dtype=torch.int64, device=dev)
 
         self.stack = FrameStack(n, self.stack_k, dev, restore)
-        self.pos = worlds.start.clone()
-        self.metric = start_metric.clone()
+        self.pos = torch.zeros(n, 2, dtype=torch.int64, device=dev)  # set by the reset below
+        self.metric = torch.zeros(n, device=dev)
         self.steps = torch.zeros(n, dtype=torch.int64, device=dev)
         self.counter = torch.zeros(n, dtype=torch.int64, device=dev)
         self.first = torch.ones(n, dtype=torch.bool, device=dev)
@@ -181,6 +221,8 @@ class PixelsEnv(NativeEnv):
 
     # -- NativeEnv --------------------------------------------------------------------
     def _reset_where(self, mask: torch.Tensor) -> None:
+        if self.pool is not None:
+            self._draw_worlds(mask)
         restored = self.cache.restore(mask, pos=self.pos, metric=self.metric)
         self.pos, self.metric = restored["pos"], restored["metric"]
         self.steps = torch.where(mask, 0, self.steps)
@@ -188,6 +230,28 @@ class PixelsEnv(NativeEnv):
         self.first = mask
         self.stack.reset_where(mask, self.cache["frame"])
         self._obs = None
+
+    def _draw_worlds(self, mask: torch.Tensor) -> None:
+        """A fresh pool world for every env where mask is set: a draw for every env and
+        a gather of every env's world rows, under the mask, so no host read decides
+        anything (the gathers are small next to a step's render)."""
+        draw = torch.randint(
+            self.num_worlds, (self.num_envs,), generator=self.rng, device=self.device
+        )
+        self.world = torch.where(mask, draw, self.world)
+        self._gather_worlds()
+
+    def _gather_worlds(self) -> None:
+        pool, w = self.pool, self.world
+        self.world_ids = pool.ids[w]
+        self.tiles, self.blocked, self.goal_pos = pool.tiles[w], pool.blocked[w], pool.goal_pos[w]
+        self._goal_window, self.goal_frame = pool.goal_window[w], pool.goal_frame[w]
+        self.cache = ResetCache(**{k: v[w] for k, v in pool.start.items()})
+
+    def load_env_state_dict(self, state: dict) -> None:
+        super().load_env_state_dict(state)
+        if self.pool is not None:  # the reset cache of the resumed worlds
+            self._gather_worlds()
 
     def _advance(self, action: torch.Tensor):
         self.pos = move_player(
