@@ -22,8 +22,9 @@ from gpurl.agents.hrl_dqn import (
 )
 from gpurl.envs.info import env_info
 from gpurl.envs.packing.env import PackingEnv
-from gpurl.envs.packing.features import orientation_maps, worker_maps
+from gpurl.envs.packing.features import MANAGER_SCALARS, orientation_maps, worker_maps
 from gpurl.errors import ConfigError
+from gpurl.policies.packing import WORKER_INPUTS, WorkerUNet
 from gpurl.progress import Progress
 from gpurl.train import build, load_config
 from gpurl.trainers.collector import make_collector
@@ -49,6 +50,13 @@ def make(num_envs=4, seed=0, random_frames=0, **over):
     env = PackingEnv(num_envs=num_envs, seed=seed, box_size=(0.08, 0.08, 0.08), **SMALL_ENV)
     progress = Progress()
     agent = make_agent(agent_cfg(**over), env_info(env), progress, random_frames)
+    # the worker's output layers start at 0 (so Q does): give them values, so the tests
+    # below compare real numbers, and keep the target net equal to the online one
+    with torch.no_grad():
+        for p in agent.worker.parameters():
+            if not p.any():
+                p.normal_(0.0, 0.3)
+    agent.worker_target.load_state_dict(agent.worker.state_dict())
     return env, agent, progress
 
 
@@ -61,6 +69,18 @@ def played(env, agent, steps=3):
 
 
 # -- the worker's Q -------------------------------------------------------------------------
+def test_worker_q_starts_at_zero():
+    """Fresh worker: every output layer is 0, so Q_w is 0 for every placement (a random
+    initial slope of the state term fed "higher is better" back through the bootstrap)."""
+    torch.manual_seed(0)
+    for channels in ([4, 8], []):
+        net = WorkerUNet(channels, corner_features=True)
+        maps = torch.rand(2, 3, WORKER_INPUTS, 8, 8)
+        assert not net.scores(maps).any()
+        assert not net.corner_term(torch.rand(5), torch.rand(5)).any()
+        assert not net.state_term(torch.rand(5, MANAGER_SCALARS)).any()
+
+
 def test_corner_cells_read_the_exact_cell():
     r, g = 16, 3
     scores = torch.arange(r * r, dtype=torch.float32).view(1, r, r)
@@ -336,7 +356,7 @@ def test_hrl_dqn_needs_the_packing_env():
 
 
 def test_full_size_networks_match_the_spec():
-    from gpurl.policies.packing import ManagerNet, WorkerUNet
+    from gpurl.policies.packing import ManagerNet
 
     manager = sum(p.numel() for p in ManagerNet().parameters())
     worker = sum(p.numel() for p in WorkerUNet(corner_features=False).parameters())

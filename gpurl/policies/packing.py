@@ -144,6 +144,15 @@ class WorkerUNet(nn.Module):
         # what differs between placements (without it, a placement term that cannot see
         # the state learned "higher is better": late, full boxes are worth more)
         self.state = nn.Sequential(nn.Linear(MANAGER_SCALARS, 32), nn.ReLU(), nn.Linear(32, 1))
+        # Both terms start at 0, as the U-Net's scores do. A random initial slope of the
+        # state term over the heightmap's fill (up or down, by seed) is fed back through
+        # the bootstrap into the placement term: a seed whose first state term rose with
+        # fill learned "higher is better" (docs/RESULTS.md, "Packing agent"). From 0, the
+        # first slopes are the rewards' own.
+        for head in (self.corner, self.state):
+            if head is not None:
+                nn.init.zeros_(head[-1].weight)
+                nn.init.zeros_(head[-1].bias)
 
     @property
     def spatial(self) -> bool:

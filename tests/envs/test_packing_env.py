@@ -66,6 +66,17 @@ def _run(env, policy, steps):
     return out
 
 
+def test_utilisation_gain_sums_to_the_final_utilisation():
+    """utilisation_gain alone: each step pays the placed item's share of the box, so an
+    episode's rewards add up to utilisation_gain x its final utilisation."""
+    weights = {k: 0.0 for k in rw.RewardWeights.__dataclass_fields__} | {"utilisation_gain": 30.0}
+    env = _env(num_envs=2, num_objects=3, num_candidates=3, reward_weights=weights)
+    steps = _run(env, HeuristicPolicy(env.geometry), 3)
+    total = sum(s["reward"].squeeze(-1) for s in steps)
+    assert (total > 0).all()
+    assert torch.allclose(total, 30.0 * env.episode_metrics()["utilisation"])
+
+
 def test_heuristic_packs_everything_and_terminates():
     env = _env(num_envs=2, num_objects=3, num_candidates=3)
     steps = _run(env, HeuristicPolicy(env.geometry), 3)

@@ -143,8 +143,9 @@ def test_world_pool_draws_a_new_world_at_each_reset():
 
 
 def test_world_pool_resumes_exactly():
-    kw = dict(num_envs=3, seed=1, num_worlds=7, reward="reach", map_height=8, map_width=8,
-              max_steps=3)
+    kw = dict(
+        num_envs=3, seed=1, num_worlds=7, reward="reach", map_height=8, map_width=8, max_steps=3
+    )
     env = PixelsEnv(**kw)
     env.lean_reset()
     actions = [torch.tensor([4 + (t + i) % 4 for i in range(3)]) for t in range(12)]

@@ -92,6 +92,7 @@ class PackingEnv(NativeEnv):
             box_size, resolution, grid_step, pool, bool(compile_placement)
         )
         self._bbox_volume = pool.extents.prod(-1)
+        self._box_volume = box_size[0] * box_size[1] * box_size[2]
         self._set_specs(*self._specs())
         self._alloc()
 
@@ -185,7 +186,8 @@ class PackingEnv(NativeEnv):
         )
         hit = torch.nn.functional.one_hot(item, self.num_objects).bool() & placed[:, None]
         self.packed = self.packed | hit
-        self.packed_volume = self.packed_volume + torch.where(placed, pool.volume[pid], 0.0)
+        added = torch.where(placed, pool.volume[pid], 0.0)
+        self.packed_volume = self.packed_volume + added
         c = rw.compactness(hm, self.packed_volume, geom.sep)
         p = rw.pyramidality(hm, self.packed_volume, geom.sep)
         reward = rw.shaped_reward(
@@ -198,6 +200,7 @@ class PackingEnv(NativeEnv):
             rw.max_height(hm),
             geom.height,
             self.weights,
+            added / self._box_volume,
         )
         self.hm, self.c, self.p = hm, c, p
         self.steps = self.steps + 1

@@ -2,7 +2,10 @@
 
 V_occ = sum(hm) sep^2, V_p = placed item volume, C = V_p / (bbox area of occupied cells *
 max height), P = V_p / V_occ, J = 0.5 C + 0.3 P,
-r = 1 [placed] + 0.4 max(0, dC) + 0.4 max(0, dP) + 0.2 J(s') - 0.1 max(0, dh_max / H).
+r = 1 [placed] + 0.4 max(0, dC) + 0.4 max(0, dP) + 0.2 J(s') - 0.1 max(0, dh_max / H),
+plus, off by default (not the spec's), `utilisation_gain` x the placed item's share of the
+box's volume: an episode's sum of it is its final utilisation, so it rewards packed
+volume where the count term rewards packed items (small ones as much as large ones).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ class RewardWeights:
     height_gain: float = 0.1
     quality_compactness: float = 0.5  # J = quality_compactness C + quality_pyramidality P
     quality_pyramidality: float = 0.3
+    utilisation_gain: float = 0.0  # x (placed item volume / box volume); 0 in the spec
 
 
 def occupied_volume(hm: torch.Tensor, sep: float) -> torch.Tensor:
@@ -67,9 +71,11 @@ def shaped_reward(
     h_after: torch.Tensor,
     box_height: float,
     w: RewardWeights,
+    volume_share: torch.Tensor | float = 0.0,  # placed item volume / box volume
 ) -> torch.Tensor:
     return (
         w.placed * placed.to(c_after.dtype)
+        + w.utilisation_gain * volume_share
         + w.compactness_gain * (c_after - c_before).clamp_min(0.0)
         + w.pyramidality_gain * (p_after - p_before).clamp_min(0.0)
         + w.quality * quality(c_after, p_after, w)
