@@ -103,7 +103,9 @@ def test_evaluation_uses_held_out_worlds(tmp_path):
     cfg, tr = small(tmp_path)
     assert tr.eval_env.held_out and not tr.env.held_out
     train_ids, eval_ids = tr.env.world_ids, tr.eval_env.world_ids
-    assert train_ids.tolist() == list(range(4))  # seed + env index
+    # the preset's pool of 4,096 worlds: ids seed .. seed + 4095, drawn at each reset
+    assert tr.env.num_worlds == 4096 and ((train_ids >= 0) & (train_ids < 4096)).all()
+    assert tr.env.pool.ids.tolist() == list(range(4096))
     # held-out ids count down from 2**32 - 1: above every training id of any seed below
     # 2**31 - num_envs, whatever num_envs (16,384 envs of seed 0 end at 16,383)
     assert eval_ids.min() >= 2**31
