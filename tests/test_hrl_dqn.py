@@ -77,7 +77,7 @@ def test_worker_q_starts_at_zero():
         net = WorkerUNet(channels, corner_features=True)
         maps = torch.rand(2, 3, WORKER_INPUTS, 8, 8)
         assert not net.scores(maps).any()
-        assert not net.corner_term(torch.rand(5), torch.rand(5)).any()
+        assert not net.corner_term(torch.rand(5), torch.rand(5), torch.rand(5)).any()
         assert not net.state_term(torch.rand(5, MANAGER_SCALARS)).any()
 
 

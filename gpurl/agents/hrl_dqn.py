@@ -50,7 +50,7 @@ from gpurl.envs.packing.features import (
 )
 from gpurl.envs.packing.geometry import PackingGeometry
 from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
-from gpurl.envs.packing.placement import placement_maps
+from gpurl.envs.packing.placement import placement_maps, void_depth
 from gpurl.errors import ConfigError
 from gpurl.policies.packing import ManagerNet, WorkerUNet
 from gpurl.policies.wrapper import exploring
@@ -128,10 +128,11 @@ def worker_q(
             maps = worker_inputs(geom, hm, pool_ids, every[:, o], z[:, o], legal[:, o])
             parts.append(corner_cells(net.scores(maps), geom.grid_step))
         score = torch.cat(parts, 1)
-    h = geom.height
-    top = z + geom.pool.ht_max[pool_ids][:, :, None, None]
+    p, h = geom.pool, geom.height
+    top = z + p.ht_max[pool_ids][:, :, None, None]
     peak = hm.amax((1, 2))[:, None, None, None]
-    q = score + net.corner_term(*_relative(z, top, peak, h))
+    void = void_depth(hm, p.hb[pool_ids], z, geom.grid_step) / h
+    q = score + net.corner_term(*_relative(z, top, peak, h), void)
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))[:, None, None, None], legal
 
 
@@ -154,9 +155,10 @@ def worker_q_at(
     if net.spatial:
         maps = worker_inputs(geom, hm, pool_ids, ori[:, None], z, legal)[:, 0]
         score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
+    void = void_depth(hm, p.hb[pool_ids, ori][:, None], z, geom.grid_step)[env, 0, ix, iy] / h
     z = z[env, 0, ix, iy]
     top = z + p.ht_max[pool_ids, ori]
-    q = score + net.corner_term(*_relative(z, top, hm.amax((1, 2)), h))
+    q = score + net.corner_term(*_relative(z, top, hm.amax((1, 2)), h), void)
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))
 
 

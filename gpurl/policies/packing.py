@@ -32,6 +32,7 @@ from gpurl.errors import ConfigError
 
 # the worker's input: the spec's 3 maps, plus resting height, top and legality per corner
 WORKER_INPUTS = WORKER_CHANNELS + 3
+PLACEMENT_FEATURES = 3  # the placement term's inputs: z, top and the void under the item
 
 
 class BasicBlock(nn.Module):
@@ -132,9 +133,10 @@ class WorkerUNet(nn.Module):
             nn.init.zeros_(self.out.bias)
         if not channels and not corner_features:
             raise ConfigError("agent.worker needs channels (a U-Net) or corner_features")
-        # Q's per-placement term over (z / H, (z + max ht) / H) of that exact placement
+        # Q's per-placement term over that exact placement's resting height z and top
+        # z + max ht (relative to the pile's peak) and the void left under it, all / H
         self.corner = (
-            nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+            nn.Sequential(nn.Linear(PLACEMENT_FEATURES, 16), nn.ReLU(), nn.Linear(16, 1))
             if corner_features
             else None
         )
@@ -182,8 +184,9 @@ class WorkerUNet(nn.Module):
         """scalars [B, 8] -> [B]."""
         return self.state(scalars).squeeze(-1)
 
-    def corner_term(self, z: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
-        """The per-placement term for resting heights z and tops z + max ht (both / H)."""
+    def corner_term(self, z: torch.Tensor, top: torch.Tensor, void: torch.Tensor) -> torch.Tensor:
+        """The per-placement term for resting heights z, tops z + max ht and void depths
+        under the item (all / H, same shapes)."""
         if self.corner is None:
             return torch.zeros_like(z)
-        return self.corner(torch.stack((z, top), -1)).squeeze(-1)
+        return self.corner(torch.stack((z, top, void), -1)).squeeze(-1)

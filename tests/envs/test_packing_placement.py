@@ -10,6 +10,7 @@ from gpurl.envs.packing.placement import (
     placement_at,
     placement_maps,
     resting_heights_fused,
+    void_depth,
 )
 
 HEIGHT = 0.3
@@ -89,6 +90,30 @@ def test_resting_heights_and_legality_match_loop_reference(r, step, f, full_side
         e = torch.arange(2)
         z1, l1 = placement_at(hm, hb[e, k], ht_max[e, k], fp[e, k], ix * step, iy * step, HEIGHT)
         assert torch.equal(z1, z[e, k, ix, iy]) and torch.equal(l1, legal[e, k, ix, iy])
+
+
+def test_void_depth_by_hand_and_against_a_loop():
+    """A flat 2 x 2 item on a floor with one cell raised 3 mm rests at 3 mm and leaves
+    three cells of 3 mm empty under it: mean void depth 3 * 3 / 4 mm. Where it misses
+    the raised cell it lies flat on the floor: no void."""
+    hm = torch.zeros(1, 6, 6)
+    hm[0, 1, 1] = 0.003
+    flat = torch.zeros(1, 1, 2, 2)
+    z, _ = placement_maps(hm, flat, torch.full((1, 1), 0.01), torch.full((1, 1, 2), 2), 1, HEIGHT)
+    void = void_depth(hm, flat, z, 1)
+    assert z[0, 0, 0, 0] == pytest.approx(0.003) and void[0, 0, 0, 0] == pytest.approx(0.00225)
+    assert z[0, 0, 2, 2] == 0 and void[0, 0, 2, 2] == 0
+    # random items with holes in their footprint, every grid step: the loop's sums
+    for r, step, f in [(12, 1, 4), (13, 3, 5), (8, 2, 8)]:
+        hm, _, hb, ht_max, fp = _random_case(2, r, 3, f, seed=r + step, full_side=False)
+        z, _ = placement_maps(hm, hb, ht_max, fp, step, HEIGHT)
+        void = void_depth(hm, hb, z, step)
+        padded = torch.nn.functional.pad(hm, (0, 2 * f + step, 0, 2 * f + step))
+        for e, k, ix, iy in [(0, 0, 0, 0), (1, 2, 1, 2), (0, 1, z.shape[-1] - 1, 0)]:
+            x, y = ix * step, iy * step
+            inside = torch.isfinite(hb[e, k])
+            gap = z[e, k, ix, iy] + hb[e, k] - padded[e, x : x + f, y : y + f]
+            assert void[e, k, ix, iy] == pytest.approx(gap[inside].mean().item(), abs=1e-7)
 
 
 def test_a_high_item_is_illegal_by_height():

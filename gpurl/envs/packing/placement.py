@@ -60,6 +60,38 @@ def resting_heights_eager(hm: torch.Tensor, hb: torch.Tensor, grid_step: int) ->
     return acc.amax(dim=(2, 3))
 
 
+def footprint_sums(hm: torch.Tensor, weight: torch.Tensor, grid_step: int) -> torch.Tensor:
+    """S [B, O, G, G]: sum over footprint cells (i, j) of weight[o, i, j] hm[x + i, y + j]
+    for hm [B, R, R], weight [B, O, F, F]; the polyphase loop of `resting_heights_eager`
+    with a weighted sum in place of the max (zero padding beyond the box)."""
+    b, o, f, _ = weight.shape
+    g = grid_step
+    fb = math.ceil(f / g)
+    gc = corner_count(hm.shape[-1], g)
+    hmp = _padded_heightmap(hm, g, f)
+    n = hmp.shape[-1] // g
+    hmp = hmp.view(b, n, g, n, g).permute(0, 2, 4, 1, 3).contiguous()[:, None]
+    wp = F.pad(weight, (0, fb * g - f, 0, fb * g - f))
+    wp = wp.view(b, o, fb, g, fb, g).permute(0, 1, 3, 5, 2, 4).contiguous()
+    acc = torch.zeros((b, o, g, g, gc, gc), dtype=hm.dtype, device=hm.device)
+    for a in range(fb):
+        for c in range(fb):
+            acc += hmp[:, :, :, :, a : a + gc, c : c + gc] * wp[:, :, :, :, a, c, None, None]
+    return acc.sum(dim=(2, 3))
+
+
+def void_depth(hm: torch.Tensor, hb: torch.Tensor, z: torch.Tensor, grid_step: int):
+    """[B, O, G, G]: the mean depth of the empty space an item resting at z [B, O, G, G]
+    leaves under its footprint, sum over footprint cells of (z + hb - hm) / cells, for hm
+    [B, R, R] and hb [B, O, F, F] (+inf outside the footprint). 0: the item's bottom
+    meets the surface everywhere; what `z` alone cannot tell (a flat item on a peak)."""
+    inside = torch.isfinite(hb)
+    cells = inside.sum((-2, -1)).clamp_min(1).to(hm.dtype)[..., None, None]
+    bottom = torch.where(inside, hb, 0.0).sum((-2, -1))[..., None, None]
+    under = footprint_sums(hm, inside.to(hm.dtype), grid_step)
+    return ((z * cells + bottom - under) / cells).clamp_min(0.0)
+
+
 def resting_heights_fused(hm: torch.Tensor, hb: torch.Tensor, grid_step: int) -> torch.Tensor:
     """Same result as `resting_heights_eager` as one unfold + amax expression.
 
