@@ -36,23 +36,28 @@ def _padded_heightmap(hm: torch.Tensor, g: int, f: int) -> torch.Tensor:
     return F.pad(hm, (0, side - r, 0, side - r))
 
 
-def resting_heights_eager(hm: torch.Tensor, hb: torch.Tensor, grid_step: int) -> torch.Tensor:
-    """z [B, O, G, G] for hm [B, R, R], hb [B, O, F, F]; memory O(B O R^2).
-
-    Polyphase form: with x = g X and i = g a + p, hm[x + i] = hm[g (X + a) + p], so each
-    footprint block (a, b) is one shifted slice of the polyphase heightmap.
-    """
-    b, o, f, _ = hb.shape
-    g = grid_step
+def _polyphase(hm: torch.Tensor, item: torch.Tensor, g: int, fill: float):
+    """hm [B, R, R] and per-orientation footprint maps item [B, O, F, F] in polyphase
+    form: with x = g X and i = g a + p, hm[x + i] = hm[g (X + a) + p], so footprint block
+    (a, b) of every corner is one shifted slice of the polyphase heightmap. Returns hm as
+    [B, 1, p, q, U, V], item (padded with `fill`) as [B, O, p, q, a, b], the blocks per
+    side and the corners per side G."""
+    b, o, f, _ = item.shape
     fb = math.ceil(f / g)
-    gc = corner_count(hm.shape[-1], g)
     hmp = _padded_heightmap(hm, g, f)
     n = hmp.shape[-1] // g
-    hmp = hmp.view(b, n, g, n, g).permute(0, 2, 4, 1, 3).contiguous()  # [B, p, q, U, V]
-    hbp = F.pad(hb, (0, fb * g - f, 0, fb * g - f), value=float("inf"))
-    hbp = hbp.view(b, o, fb, g, fb, g).permute(0, 1, 3, 5, 2, 4).contiguous()  # [B,O,p,q,a,b]
-    acc = torch.full((b, o, g, g, gc, gc), -float("inf"), dtype=hm.dtype, device=hm.device)
-    hmp = hmp[:, None]
+    hmp = hmp.view(b, n, g, n, g).permute(0, 2, 4, 1, 3).contiguous()[:, None]
+    itp = F.pad(item, (0, fb * g - f, 0, fb * g - f), value=fill)
+    itp = itp.view(b, o, fb, g, fb, g).permute(0, 1, 3, 5, 2, 4).contiguous()
+    return hmp, itp, fb, corner_count(hm.shape[-1], g)
+
+
+def resting_heights_eager(hm: torch.Tensor, hb: torch.Tensor, grid_step: int) -> torch.Tensor:
+    """z [B, O, G, G] for hm [B, R, R], hb [B, O, F, F]; memory O(B O R^2): a max over the
+    polyphase footprint blocks (`_polyphase`)."""
+    hmp, hbp, fb, gc = _polyphase(hm, hb, grid_step, float("inf"))
+    g = grid_step
+    acc = torch.full((*hb.shape[:2], g, g, gc, gc), -float("inf"), dtype=hm.dtype, device=hm.device)
     for a in range(fb):
         for c in range(fb):
             window = hmp[:, :, :, :, a : a + gc, c : c + gc]
@@ -62,18 +67,11 @@ def resting_heights_eager(hm: torch.Tensor, hb: torch.Tensor, grid_step: int) ->
 
 def footprint_sums(hm: torch.Tensor, weight: torch.Tensor, grid_step: int) -> torch.Tensor:
     """S [B, O, G, G]: sum over footprint cells (i, j) of weight[o, i, j] hm[x + i, y + j]
-    for hm [B, R, R], weight [B, O, F, F]; the polyphase loop of `resting_heights_eager`
-    with a weighted sum in place of the max (zero padding beyond the box)."""
-    b, o, f, _ = weight.shape
+    for hm [B, R, R], weight [B, O, F, F]; the loop of `resting_heights_eager` with a
+    weighted sum in place of the max (zero padding beyond the box)."""
+    hmp, wp, fb, gc = _polyphase(hm, weight, grid_step, 0.0)
     g = grid_step
-    fb = math.ceil(f / g)
-    gc = corner_count(hm.shape[-1], g)
-    hmp = _padded_heightmap(hm, g, f)
-    n = hmp.shape[-1] // g
-    hmp = hmp.view(b, n, g, n, g).permute(0, 2, 4, 1, 3).contiguous()[:, None]
-    wp = F.pad(weight, (0, fb * g - f, 0, fb * g - f))
-    wp = wp.view(b, o, fb, g, fb, g).permute(0, 1, 3, 5, 2, 4).contiguous()
-    acc = torch.zeros((b, o, g, g, gc, gc), dtype=hm.dtype, device=hm.device)
+    acc = torch.zeros((*weight.shape[:2], g, g, gc, gc), dtype=hm.dtype, device=hm.device)
     for a in range(fb):
         for c in range(fb):
             acc += hmp[:, :, :, :, a : a + gc, c : c + gc] * wp[:, :, :, :, a, c, None, None]
