@@ -128,11 +128,11 @@ def worker_q(
             maps = worker_inputs(geom, hm, pool_ids, every[:, o], z[:, o], legal[:, o])
             parts.append(corner_cells(net.scores(maps), geom.grid_step))
         score = torch.cat(parts, 1)
-    p = geom.pool
-    ht = p.ht_max[pool_ids][:, :, None, None]
-    void = void_depth(hm, p.hb[pool_ids], z, geom.grid_step)
+    p, h = geom.pool, geom.height
+    top = z + p.ht_max[pool_ids][:, :, None, None]
     peak = hm.amax((1, 2))[:, None, None, None]
-    q = score + net.corner_term(*_placement_inputs(z, ht, void, peak, geom.height))
+    void = void_depth(hm, p.hb[pool_ids], z, geom.grid_step) / h
+    q = score + net.corner_term(*_relative(z, top, peak, h), void)
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))[:, None, None, None], legal
 
 
@@ -155,9 +155,10 @@ def worker_q_at(
     if net.spatial:
         maps = worker_inputs(geom, hm, pool_ids, ori[:, None], z, legal)[:, 0]
         score = corner_cells(net.scores(maps), geom.grid_step)[env, ix, iy]
-    void = void_depth(hm, p.hb[pool_ids, ori][:, None], z, geom.grid_step)[env, 0, ix, iy]
-    inputs = _placement_inputs(z[env, 0, ix, iy], p.ht_max[pool_ids, ori], void, hm.amax((1, 2)), h)
-    q = score + net.corner_term(*inputs)
+    void = void_depth(hm, p.hb[pool_ids, ori][:, None], z, geom.grid_step)[env, 0, ix, iy] / h
+    z = z[env, 0, ix, iy]
+    top = z + p.ht_max[pool_ids, ori]
+    q = score + net.corner_term(*_relative(z, top, hm.amax((1, 2)), h), void)
     return q + net.state_term(worker_scalars(geom, hm, pool_ids))
 
 
@@ -167,21 +168,12 @@ def worker_scalars(geom: PackingGeometry, hm: torch.Tensor, pool_ids: torch.Tens
     return manager_scalars(geom, hm, pool_ids[:, None], ones)[:, 0]
 
 
-def _placement_inputs(z, ht, void, peak, height: float) -> tuple[torch.Tensor, ...]:
-    """The placement term's inputs for resting heights z, the item's heights ht in that
-    orientation and void depths under it (all in metres, broadcastable):
-    - (z - peak) / H and (z + ht - peak) / H, relative to the pile's current peak: within
-      a state they rank placements as z and the top do; across states they do not grow
-      with the pile, so bootstrapping from a fuller box cannot feed "higher is better"
-      back into them (absolute heights did, in every run);
-    - void / ht, the share of the item's height left empty under it on average: on the
-      heights' scale (void / H spread 10-50x less than z / H, and its learned sign
-      varied from seed to seed)."""
-    return (
-        ((z - peak) / height).clamp(-1.0, 1.0),
-        ((z + ht - peak) / height).clamp(-1.0, 1.0),
-        (void / ht.clamp_min(1e-6)).clamp(0.0, 2.0),
-    )
+def _relative(z, top, peak, height: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The placement term's inputs, relative to the pile's current peak: (z - peak) / H
+    and (top - peak) / H. Within a state they rank placements as z and top do; across
+    states they do not grow with the pile, so bootstrapping from a fuller box cannot
+    feed "higher is better" back into them (absolute heights did, in every run)."""
+    return ((z - peak) / height).clamp(-1.0, 1.0), ((top - peak) / height).clamp(-1.0, 1.0)
 
 
 def _unit(x: torch.Tensor, height: float) -> torch.Tensor:
