@@ -78,6 +78,7 @@ SMALL_PACKING = [
     "agent.worker.channels=[4,8]",
     "trainer.frames_per_batch=8",
     "trainer.batch_size=8",
+    "trainer.utd=0.125",
     "logger=none",
     "trainer.progress=false",
 ]
