@@ -8,6 +8,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.agents import make_agent
 from gpurl.agents.hrl_dqn import (
@@ -21,6 +22,7 @@ from gpurl.agents.hrl_dqn import (
     worker_q_at,
 )
 from gpurl.envs.info import env_info
+from gpurl.envs.packing.baselines import HeuristicPolicy
 from gpurl.envs.packing.env import PackingEnv
 from gpurl.envs.packing.features import MANAGER_SCALARS, orientation_maps, worker_maps
 from gpurl.errors import ConfigError
@@ -110,6 +112,23 @@ def test_worker_trains_on_the_value_it_acts_on(channels):
     # the legal mask is the env's own
     _, env_legal, _ = worker_maps(geom, td["heightmap"], pid)
     assert torch.equal(legal, env_legal)
+
+
+def test_greedy_policy_is_the_greedy_slot_then_the_greedy_placement():
+    """The two levels tools/eval_packing.py splits (greedy_slot, greedy_placement) make up
+    the greedy policy exactly; and the heuristic places the manager's slot the way it
+    places its own slot 0."""
+    env, agent, _ = make()
+    td = played(env, agent)
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        full = agent.policy(td.clone())["action"]
+        slot = agent.policy.greedy_slot(td)
+        assert torch.equal(agent.policy.greedy_placement(td.clone(), slot)["action"], full)
+    heuristic = HeuristicPolicy(agent.geom)
+    zero = torch.zeros_like(slot)
+    assert torch.equal(heuristic.place(td.clone(), zero)["action"], heuristic(td.clone())["action"])
+    placed = heuristic.place(td.clone(), slot)["action"]
+    assert torch.equal(placed[:, 0], slot)
 
 
 def test_joint_masked_argmax_over_orientations_and_corners():

@@ -3,10 +3,13 @@ record each.
 
     python tools/eval_packing.py                 # 100 episodes, 20 objects, R 200, 30 steps
     python tools/eval_packing.py --checkpoint runs/packing_hrl_cpu_s0   # + the learned packer
+    python tools/eval_packing.py --checkpoint RUN --policies learned_manager,learned_worker
 The episodes are the envs of one batch (num_envs = episodes), drawn from --seed, so every
 policy sees the same items; everything runs batched and is read on the host once. With
 --checkpoint the env settings are the run's own (its .hydra/config.yaml: box, resolution,
-grid, items, candidates, max_steps), and the learned policy acts greedily.
+grid, items, candidates, max_steps), and the learned policy acts greedily;
+learned_manager and learned_worker keep one learned level and replace the other by the
+heuristic's rule (largest first, or its placement), to tell what each level is worth.
 """
 
 from __future__ import annotations
@@ -33,7 +36,12 @@ def main(argv=None) -> None:
     ap.add_argument("--resolution", type=int, default=200)
     ap.add_argument("--max-steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--policies", default="random,heuristic", help="and learned, with --checkpoint")
+    ap.add_argument(
+        "--policies",
+        default="random,heuristic",
+        help="and with --checkpoint: learned (always added), learned_manager (its item "
+        "choice, the heuristic's placement), learned_worker (largest first, its placement)",
+    )
     ap.add_argument("--checkpoint", help="a gpurl run directory (or checkpoint file) to evaluate")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kernel", choices=["compiled", "eager"], default="compiled")
@@ -58,11 +66,15 @@ def main(argv=None) -> None:
         cfg = env_kwargs(run_cfg.env)
         cfg["compile_placement"] = args.kernel == "compiled"
         policies["learned"] = lambda geometry: greedy(agent.policy)
+        policies.update(level_splits(agent.policy))
         names = [*names, "learned"] if "learned" not in names else names
         run = str(args.checkpoint)
     for name in names:
         if name not in policies:
-            ap.error(f"unknown policy {name!r}: random, heuristic, or learned with --checkpoint")
+            ap.error(
+                f"unknown policy {name!r}: random, heuristic, or with --checkpoint learned, "
+                "learned_manager, learned_worker"
+            )
         env = PackingEnv(num_envs=args.episodes, device=args.device, seed=args.seed, **cfg)
         t0, c0 = time.perf_counter(), time.process_time()
         means = evaluate(env, policies[name])
@@ -86,6 +98,24 @@ def main(argv=None) -> None:
             ),
             flush=True,
         )
+
+
+def level_splits(policy) -> dict:
+    """One learned level with the other replaced by the heuristic's rule, to tell what
+    each level is worth: policy builders (geometry -> td -> td) for eval's loop."""
+
+    def learned_manager(geometry):
+        heuristic = HeuristicPolicy(geometry)
+        return torch.no_grad()(lambda td: heuristic.place(td, policy.greedy_slot(td)))
+
+    def learned_worker(geometry):
+        def act(td):
+            first = torch.zeros(td.batch_size[0], dtype=torch.int64, device=td.device)
+            return policy.greedy_placement(td, first)  # slot 0: the largest item
+
+        return torch.no_grad()(act)
+
+    return {"learned_manager": learned_manager, "learned_worker": learned_worker}
 
 
 if __name__ == "__main__":

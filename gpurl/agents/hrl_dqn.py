@@ -268,12 +268,27 @@ class HRLPolicy(TensorDictModuleBase):
         with self.autocast():
             return self._act(td)
 
+    def greedy_slot(self, td: TensorDictBase) -> torch.Tensor:
+        """The manager's greedy candidate slot [B]."""
+        hm, mask, scalars = td["heightmap"], td["candidate_mask"], td["candidate_features"]
+        pool_c = td["items"].gather(1, td["candidates"])
+        q_m = manager_q(self.manager, self.geom, hm, pool_c, scalars, self.manager_chunk)
+        return masked_argmax(q_m, mask)
+
+    def greedy_placement(self, td: TensorDictBase, slot: torch.Tensor) -> TensorDictBase:
+        """The worker's greedy placement of the item in candidate slot [B], whoever chose
+        it (tools/eval_packing.py pairs it with largest-first): writes "action"."""
+        pid = td["items"].gather(1, td["candidates"].gather(1, slot[:, None])).squeeze(1)
+        q_w, legal = worker_q(self.worker, self.geom, td["heightmap"], pid, self.worker_chunk)
+        ori, ix, iy = joint_argmax(q_w, legal)
+        td.set("action", torch.stack((slot, ori, ix, iy), -1))
+        return td
+
     def _act(self, td: TensorDictBase) -> TensorDictBase:
         geom = self.geom
         hm, mask, scalars = td["heightmap"], td["candidate_mask"], td["candidate_features"]
         pool_c = td["items"].gather(1, td["candidates"])
-        q_m = manager_q(self.manager, geom, hm, pool_c, scalars, self.manager_chunk)
-        slot = masked_argmax(q_m, mask)
+        slot = self.greedy_slot(td)
         explore = exploring()
         b = hm.shape[0]
         if explore:

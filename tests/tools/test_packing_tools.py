@@ -44,6 +44,14 @@ def test_eval_packing_puts_the_learned_packer_beside_the_baselines(tiny_run, cap
         assert {"compactness", "pyramidality", "max_height"} <= set(r)
     cfg, agent = load_trained(tiny_run)
     assert agent.name == "hrl_dqn" and agent.updates > 0
+    # each learned level beside the other level's heuristic rule
+    split = ["--policies", "learned_manager,learned_worker"]
+    eval_packing.main(
+        ["--checkpoint", str(tiny_run), "--episodes", "4", "--kernel", "eager", *split]
+    )
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["policy"] for r in records] == ["learned_manager", "learned_worker", "learned"]
+    assert all(0 < r["utilisation"] < 1 for r in records)
 
 
 def test_render_packing_draws_the_learned_packer(tiny_run, tmp_path, capsys):

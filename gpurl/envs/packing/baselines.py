@@ -42,9 +42,14 @@ class HeuristicPolicy:
         self.geometry = geometry
 
     def __call__(self, td: TensorDictBase) -> TensorDictBase:
+        hm = td["heightmap"]
+        return self.place(td, torch.zeros(hm.shape[0], dtype=torch.int64, device=hm.device))
+
+    def place(self, td: TensorDictBase, slot: torch.Tensor) -> TensorDictBase:
+        """The heuristic's placement of the item in candidate slot [B] (slot 0: the
+        largest), whoever chose it: tools/eval_packing.py pairs it with a learned manager."""
         geom = self.geometry
         hm = td["heightmap"]
-        slot = torch.zeros(hm.shape[0], dtype=torch.int64, device=hm.device)
         pid = _chosen_pool_ids(td, slot)
         z, legal = geom.placement(hm, pid)
         inf = float("inf")
