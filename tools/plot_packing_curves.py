@@ -44,10 +44,12 @@ def main(argv=None) -> None:
             rec = json.loads(line)
             if rec["policy"] in styles:
                 color, ls = styles[rec["policy"]]
-                ax.axhline(rec["utilisation"], color=color, ls=ls, label=rec["policy"])
+                n = rec.get("episodes", "")  # eval_packing's fixed episodes, not the runs' own
+                label = f"{rec['policy']} ({n} fixed episodes)" if n else rec["policy"]
+                ax.axhline(rec["utilisation"], color=color, ls=ls, label=label)
     ax.set_xlabel("placements (all envs)")
     ax.set_ylabel("utilisation (packed volume / box)")
-    ax.set_title("hrl_dqn on packing: greedy utilisation on the evaluation episodes")
+    ax.set_title("hrl_dqn on packing: greedy utilisation, each run's own evaluation episodes")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
