@@ -34,17 +34,21 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 
-from gpurl.agents.hrl_dqn import HRLDQNAgent, worker_inputs
-from gpurl.envs.info import env_info
-from gpurl.envs.packing.env import PackingEnv
-from gpurl.envs.packing.features import all_orientations
-from gpurl.progress import Progress
-from tools.common import emit, environment_record, gpurl_commit
+# run as `python tools/NAME.py` from the checkout: its root holds the tools package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpurl.agents.hrl_dqn import HRLDQNAgent, worker_inputs  # noqa: E402
+from gpurl.envs.info import env_info  # noqa: E402
+from gpurl.envs.packing.env import PackingEnv  # noqa: E402
+from gpurl.envs.packing.features import all_orientations  # noqa: E402
+from gpurl.progress import Progress  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 SEED_YCB_SEC = 68.0
 SEED_SYNTHETIC_SEC = 214.0

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from gpurl.envs import make_eval_env
-from gpurl.train import load_trained
-from tools.common import emit, environment_record, gpurl_commit
+# run as `python tools/NAME.py` from the checkout: its root holds the tools package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpurl.envs import make_eval_env  # noqa: E402
+from gpurl.train import load_trained  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 
-from gpurl.envs import make_eval_env
-from gpurl.train import load_config
-from gpurl.trainers.evaluation import evaluate
-from tools.common import emit, environment_record, gpurl_commit
+# run as `python tools/NAME.py` from the checkout: its root holds the tools package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpurl.envs import make_eval_env  # noqa: E402
+from gpurl.train import load_config  # noqa: E402
+from gpurl.trainers.evaluation import evaluate  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
 def uniform_policy(n_actions: int):
