@@ -32,6 +32,10 @@ from gpurl.errors import ConfigError
 
 # the worker's input: the spec's 3 maps, plus resting height, top and legality per corner
 WORKER_INPUTS = WORKER_CHANNELS + 3
+# Both trunks run their convolutions channels-last (NHWC): on this CPU's oneDNN the U-Net
+# at R = 200 ran 1.55x and the manager's ResNet 1.2x faster than NCHW, same outputs to
+# 1e-7 (docs/BENCHMARKS.md, "Seed benchmark with the agent's networks").
+CONV_LAYOUT = torch.channels_last
 PLACEMENT_FEATURES = 3  # the placement term's inputs: z, top and the void under the item
 
 
@@ -89,11 +93,13 @@ class ManagerNet(nn.Module):
             head += [nn.Linear(width, h), nn.ReLU()]
             width = h
         self.head = nn.Sequential(*head, nn.Linear(width, 1))
+        self.to(memory_format=CONV_LAYOUT)
 
     def forward(self, maps: torch.Tensor, scalars: torch.Tensor) -> torch.Tensor:
         """maps [..., 7, R, R], scalars [..., 8] -> Q [...]."""
         lead = maps.shape[:-3]
-        x = self.trunk(maps.reshape(-1, *maps.shape[-3:]))
+        x = maps.reshape(-1, *maps.shape[-3:]).contiguous(memory_format=CONV_LAYOUT)
+        x = self.trunk(x)
         s = self.scalars(scalars.reshape(-1, scalars.shape[-1]))
         return self.head(torch.cat((x, s), -1)).reshape(lead)
 
@@ -155,6 +161,7 @@ class WorkerUNet(nn.Module):
             if head is not None:
                 nn.init.zeros_(head[-1].weight)
                 nn.init.zeros_(head[-1].bias)
+        self.to(memory_format=CONV_LAYOUT)
 
     @property
     def spatial(self) -> bool:
@@ -166,7 +173,7 @@ class WorkerUNet(nn.Module):
         lead, r = maps.shape[:-3], maps.shape[-1]
         if not self.spatial:
             return maps.new_zeros(*lead, r, r)
-        x = maps.reshape(-1, *maps.shape[-3:])
+        x = maps.reshape(-1, *maps.shape[-3:]).contiguous(memory_format=CONV_LAYOUT)
         # pad to a multiple of 2^(levels - 1) so every pooling halves exactly; crop after
         unit = 2 ** (self.levels - 1)
         pad = -r % unit
