@@ -120,19 +120,21 @@ def transition(td, nxt, gamma: float) -> TensorDict:
 
 @torch.no_grad()
 def unet_floor(agent: HRLDQNAgent, env: PackingEnv, passes: int, device) -> tuple[float, float]:
-    """The worker U-Net over 24 orientation maps, `passes` times, in a tight loop: (wall,
-    process CPU) seconds."""
+    """The worker U-Net over 24 orientation maps, `passes` times, in a tight loop, in the
+    agent's chunks of orientations as the episode runs them: (wall, process CPU) seconds."""
     hm = env.hm
     pid = env.items[:, 0]
     z, legal = agent.geom.placement(hm, pid)
     maps = worker_inputs(agent.geom, hm, pid, all_orientations(hm.device), z, legal)[0]
-    maps = maps.contiguous(memory_format=torch.channels_last)
+    chunks = [maps[i : i + agent.worker_chunk] for i in range(0, len(maps), agent.worker_chunk)]
     with agent.autocast():
-        agent.worker.scores(maps)  # warm-up
+        for chunk in chunks:  # warm-up
+            agent.worker.scores(chunk)
         sync(device)
         t, c = time.perf_counter(), time.process_time()
         for _ in range(passes):
-            agent.worker.scores(maps)
+            for chunk in chunks:
+                agent.worker.scores(chunk)
         sync(device)
     return time.perf_counter() - t, time.process_time() - c
 
@@ -153,6 +155,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--small", action="store_true", help="tiny networks: a smoke run, not the benchmark"
     )
+    ap.add_argument(
+        "--worker-chunk",
+        type=int,
+        default=None,
+        help="orientations per U-Net pass (default: the agent config's)",
+    )
     ap.add_argument("--max-elapsed-sec", type=float, default=None)
     args = ap.parse_args(argv)
     if args.threads:
@@ -171,6 +179,8 @@ def main(argv=None) -> int:
     )
     cfg = OmegaConf.load(AGENT_CONFIG)
     cfg.bf16 = args.bf16
+    if args.worker_chunk:
+        cfg.worker_chunk = args.worker_chunk
     if args.small:
         cfg.manager = dict(channels=[8], blocks=[1], stem=8, scalar_features=8, hidden=[16])
         cfg.worker = dict(channels=[4, 8], corner_features=True)

@@ -330,11 +330,7 @@ class HRLDQNAgent(Agent):
             cfg.manager.scalar_features,
             cfg.manager.hidden,
         ).to(dev)
-        # channels-last: oneDNN's convolutions are 1.6-2.4x faster on the U-Net's few
-        # channels (CPU, measured), and it is the layout tensor cores want on CUDA
-        self.worker = WorkerUNet(cfg.worker.channels, cfg.worker.corner_features).to(
-            dev, memory_format=torch.channels_last
-        )
+        self.worker = WorkerUNet(cfg.worker.channels, cfg.worker.corner_features).to(dev)
         self.manager_target = target_copy(self.manager)
         self.worker_target = target_copy(self.worker)
         self.manager_chunk = int(cfg.manager_chunk)
