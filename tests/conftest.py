@@ -41,6 +41,21 @@ def assert_iterations_read_nothing(trainer, warmup: int = 4, steps: int = 4) -> 
     assert reads.count == 0, reads.report()
 
 
+def train_run_dir(run_dir, overrides):
+    """Train the config of `overrides` into run_dir laid out as a gpurl run directory
+    (.hydra/config.yaml, checkpoints, summary), for the tools that take one. Returns
+    (cfg, trainer, summary)."""
+    from omegaconf import OmegaConf
+
+    from gpurl.train import build, load_config
+
+    cfg = load_config(list(overrides))
+    (run_dir / ".hydra").mkdir()
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    trainer = build(cfg, run_dir)
+    return cfg, trainer, trainer.train()
+
+
 def small_trainer(tmp_path, overrides, device="cpu"):
     """A trainer small enough for hot-path checks: 4 envs, 32-wide networks, 8 frames per
     batch, updates from frame 16 on minibatches of 16."""

@@ -8,15 +8,18 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gpurl.train import build, load_config, load_trained
+from gpurl.train import load_trained
 from tools import eval_marinenav, plot_marinenav, plot_marinenav_curves
+
+from ..conftest import train_run_dir
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A DQN trained for a few iterations on MarineNav, saved as a run directory."""
     run_dir = tmp_path_factory.mktemp("run")
-    cfg = load_config(
+    cfg, trainer, summary = train_run_dir(
+        run_dir,
         [
             "experiment=marinenav_dqn",
             "env.num_envs=4",
@@ -29,12 +32,8 @@ def tiny_run(tmp_path_factory):
             "trainer.eval_interval=16",
             "logger=none",
             "trainer.progress=false",
-        ]
+        ],
     )
-    (run_dir / ".hydra").mkdir()
-    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-    trainer = build(cfg, run_dir)
-    summary = trainer.train()
     assert [e["frames"] for e in summary["eval_log"]] == [16, 32]
     assert {"success", "stage0/success", "collisions", "wall_s"} <= set(summary["eval_log"][-1])
     assert 0 <= summary["eval_log"][0]["wall_s"] <= summary["eval_log"][1]["wall_s"]
@@ -129,7 +128,8 @@ def test_plot_tools_write_pngs(tiny_run, tmp_path):
 
 def train_tiny_preset(run_dir, preset: str, *overrides: str) -> None:
     """16 frames of experiment=<preset> with small networks, saved as a run directory."""
-    cfg = load_config(
+    train_run_dir(
+        run_dir,
         [
             f"experiment={preset}",
             "env.num_envs=4",
@@ -143,11 +143,8 @@ def train_tiny_preset(run_dir, preset: str, *overrides: str) -> None:
             "trainer.eval_interval=16",
             "logger=none",
             "trainer.progress=false",
-        ]
+        ],
     )
-    (run_dir / ".hydra").mkdir()
-    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-    build(cfg, run_dir).train()
 
 
 def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):

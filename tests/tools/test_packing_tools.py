@@ -5,12 +5,11 @@ it, and bench_seed_packing runs its episode end to end (smoke-sized)."""
 import json
 
 import pytest
-from omegaconf import OmegaConf
 
-from gpurl.train import build, load_config, load_trained
+from gpurl.train import load_trained
 from tools import bench_seed_packing, eval_packing, render_packing
 
-from ..conftest import SMALL_PACKING
+from ..conftest import SMALL_PACKING, train_run_dir
 
 pytestmark = pytest.mark.slow  # trains a run and drives three tools: ~30 s
 
@@ -18,7 +17,8 @@ pytestmark = pytest.mark.slow  # trains a run and drives three tools: ~30 s
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    cfg = load_config(
+    train_run_dir(
+        run_dir,
         [
             *SMALL_PACKING,
             "env.eval_envs=4",
@@ -26,11 +26,8 @@ def tiny_run(tmp_path_factory):
             "trainer.utd=0.5",
             "trainer.total_frames=32",
             "trainer.eval_interval=32",
-        ]
+        ],
     )
-    (run_dir / ".hydra").mkdir()
-    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-    build(cfg, run_dir).train()
     return run_dir
 
 
