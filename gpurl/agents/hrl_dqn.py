@@ -275,19 +275,20 @@ class HRLPolicy(TensorDictModuleBase):
         q_m = manager_q(self.manager, self.geom, hm, pool_c, scalars, self.manager_chunk)
         return masked_argmax(q_m, mask)
 
+    def _worker_q(self, td: TensorDictBase, slot: torch.Tensor):
+        """Q_w and the legal mask [B, 24, G, G] of the item in candidate slot [B]."""
+        pid = td["items"].gather(1, td["candidates"].gather(1, slot[:, None])).squeeze(1)
+        return worker_q(self.worker, self.geom, td["heightmap"], pid, self.worker_chunk)
+
     def greedy_placement(self, td: TensorDictBase, slot: torch.Tensor) -> TensorDictBase:
         """The worker's greedy placement of the item in candidate slot [B], whoever chose
         it (tools/eval_packing.py pairs it with largest-first): writes "action"."""
-        pid = td["items"].gather(1, td["candidates"].gather(1, slot[:, None])).squeeze(1)
-        q_w, legal = worker_q(self.worker, self.geom, td["heightmap"], pid, self.worker_chunk)
-        ori, ix, iy = joint_argmax(q_w, legal)
+        ori, ix, iy = joint_argmax(*self._worker_q(td, slot))
         td.set("action", torch.stack((slot, ori, ix, iy), -1))
         return td
 
     def _act(self, td: TensorDictBase) -> TensorDictBase:
-        geom = self.geom
         hm, mask, scalars = td["heightmap"], td["candidate_mask"], td["candidate_features"]
-        pool_c = td["items"].gather(1, td["candidates"])
         slot = self.greedy_slot(td)
         explore = exploring()
         b = hm.shape[0]
@@ -298,13 +299,12 @@ class HRLPolicy(TensorDictModuleBase):
             slot = torch.where(
                 self.schedule.stage2(self.progress), slot, heuristic_slot(mask, scalars, rule)
             )
-        pid = pool_c.gather(1, slot[:, None]).squeeze(1)
-        q_w, legal = worker_q(self.worker, geom, hm, pid, self.worker_chunk)
+        q_w, legal = self._worker_q(td, slot)
         flat = masked_argmax(q_w, legal)
         if explore:
             random_flat = uniform_choice(legal.flatten(1))
             flat = torch.where(torch.rand(b, device=hm.device) < eps, random_flat, flat)
-        ori, ix, iy = decode(flat, geom.corners)
+        ori, ix, iy = decode(flat, self.geom.corners)
         td.set("action", torch.stack((slot, ori, ix, iy), -1))
         return td
 
