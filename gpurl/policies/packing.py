@@ -33,8 +33,9 @@ from gpurl.errors import ConfigError
 # the worker's input: the spec's 3 maps, plus resting height, top and legality per corner
 WORKER_INPUTS = WORKER_CHANNELS + 3
 # Both networks keep their conv weights and inputs channels-last (NHWC), the layout
-# tensor cores want on CUDA: on this CPU's oneDNN the U-Net at R = 200 ran 1.5x and the
-# manager's ResNet 1.2x faster than NCHW, same outputs to 1e-7 (measured 2026-11-24).
+# tensor cores want on CUDA; on this CPU's oneDNN it was the faster one for both at
+# R = 200, with the same outputs to 1e-7 (inline timings, 2026-11-24: U-Net 1.5x,
+# manager 1.2x; the end-to-end figures are bench_seed_packing's, docs/BENCHMARKS.md).
 CONV_LAYOUT = torch.channels_last
 PLACEMENT_FEATURES = 3  # the placement term's inputs: z, top and the void under the item
 
