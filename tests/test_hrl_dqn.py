@@ -14,7 +14,6 @@ from gpurl.agents import make_agent
 from gpurl.agents.hrl_dqn import (
     corner_cells,
     decode,
-    double_q_value,
     heuristic_slot,
     joint_argmax,
     manager_q,
@@ -148,16 +147,6 @@ def test_joint_masked_argmax_over_orientations_and_corners():
 
 
 # -- Double DQN targets ---------------------------------------------------------------------
-def test_double_q_value_selects_online_evaluates_target_and_masks():
-    online = torch.tensor([[1.0, 5.0, 3.0], [2.0, 1.0, 0.0], [1.0, 2.0, 3.0]])
-    target = torch.tensor([[10.0, 20.0, 30.0], [7.0, 8.0, 9.0], [4.0, 5.0, 6.0]])
-    mask = torch.tensor([[True, False, True], [True, True, True], [False, False, False]])
-    value, best = double_q_value(online, target, mask)
-    # row 0: online's best legal is index 2 (5.0 is masked) -> target 30; row 2: none -> 0
-    assert value.tolist() == [30.0, 7.0, 0.0]
-    assert best[:2].tolist() == [2, 0]
-
-
 def sampled_batch(env, agent, progress, steps=6, batch_size=16):
     info = env_info(env)
     collector = make_collector(env, agent.policy, info, steps * env.num_envs, progress)
@@ -372,6 +361,43 @@ def test_hrl_dqn_needs_the_packing_env():
     env = CartPoleEnv(num_envs=2)
     with pytest.raises(ConfigError, match="env=packing"):
         make_agent(agent_cfg(), env_info(env), Progress())
+
+
+CPU_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+@pytest.mark.skipif(not CPU_BF16, reason="this CPU's oneDNN has no bf16 kernels")
+def test_bf16_forward_passes_on_a_cpu_with_bf16_kernels():
+    """agent.bf16 on such a CPU: acting and the targets run in bf16, within bf16's
+    precision of fp32; an update still steps fp32 weights with finite losses."""
+    env, agent, progress = make(bf16=True)
+    assert agent.bf16
+    td = played(env, agent)
+    geom, hm = agent.geom, td["heightmap"]
+    pool_c = td["items"].gather(1, td["candidates"])
+    feats = td["candidate_features"]
+    with torch.no_grad():
+        q32 = manager_q(agent.manager, geom, hm, pool_c, feats, 4)
+        w32, _ = worker_q(agent.worker, geom, hm, pool_c[:, 0], 6)
+        with agent.autocast():
+            q16 = manager_q(agent.manager, geom, hm, pool_c, feats, 4)
+            w16, _ = worker_q(agent.worker, geom, hm, pool_c[:, 0], 6)
+    assert q16.dtype == torch.bfloat16
+    torch.testing.assert_close(q16.float(), q32, rtol=0.03, atol=0.03)
+    torch.testing.assert_close(w16.float(), w32, rtol=0.03, atol=0.03)
+    _, _, batch = sampled_batch(env, agent, progress)
+    metrics = agent.update(batch)
+    assert torch.isfinite(metrics["loss_worker"]) and torch.isfinite(metrics["loss_manager"])
+    assert all(p.dtype == torch.float32 for p in agent.worker.parameters())
+
+
+def test_bf16_is_off_where_the_device_has_no_fast_bf16(monkeypatch):
+    """On a device without bf16 kernels agent.bf16 stays off: fp32 forward passes."""
+    monkeypatch.setattr("gpurl.agents.hrl_dqn.bf16_supported", lambda device: False)
+    _, agent, _ = make(bf16=True)
+    assert not agent.bf16
+    with agent.autocast():
+        assert not torch.is_autocast_enabled("cpu")
 
 
 def test_full_size_networks_match_the_spec():

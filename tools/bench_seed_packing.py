@@ -1,6 +1,6 @@
 """The seed benchmark's episode with the packing agent's full-size networks, one JSON record.
 
-    python tools/bench_seed_packing.py                   # CPU, 3 repeats, median
+    python tools/bench_seed_packing.py --bf16            # CPU, 3 repeats, median
     python tools/bench_seed_packing.py --device cuda --bf16
 
 The old command (`train_hrl_packing.py --episodes 1 --max_steps 10 --num_objects 20
@@ -13,10 +13,11 @@ of the bootstrap, and the reward. This tool does that work with gpurl's agent:
                the worker U-Net over all 24 orientations of the chosen item (whether the
                step explores or not, as a batched epsilon-greedy policy does)
     env step   placement, heightmap update, reward, next candidates
-    bootstrap  the Double DQN targets of the transition (agent.targets): manager online
-               and target over the next state's candidates, the worker U-Net over the
-               next item's 24 orientations (online, for the argmax) and the target U-Net
-               at the chosen orientation
+    bootstrap  the Double DQN targets of the transition (agent.targets, under the agent's
+               autocast as agent.learn runs them): the online manager over the next
+               state's candidates and the target manager at its argmax, the online worker
+               U-Net over the next item's 24 orientations and the target U-Net at its
+               argmax
 
 `elapsed_sec` is the wall time of the episode from reset to the last placement, after an
 untimed warm-up episode of --warmup-steps steps (first-call allocation, oneDNN's kernel
@@ -81,7 +82,7 @@ def episode(env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device, steps=
         if bootstrap:
             t = clock()
             batch = transition(td, nxt, agent.cfg.gamma)
-            with torch.no_grad():
+            with torch.no_grad(), agent.autocast():  # as agent.learn runs it
                 agent.targets(batch)
             sync(device)
             times["bootstrap"] += clock() - t
@@ -147,7 +148,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--kernel", choices=["compiled", "eager"], default="compiled")
     ap.add_argument("--no-bootstrap", action="store_true", help="leave out the bootstrap passes")
-    ap.add_argument("--bf16", action="store_true", help="CUDA: forward passes in bf16")
+    ap.add_argument(
+        "--bf16",
+        action="store_true",
+        help="forward passes in bf16 (CUDA, or a CPU whose oneDNN has bf16 kernels)",
+    )
     ap.add_argument("--warmup-steps", type=int, default=1)
     ap.add_argument(
         "--resolution", type=int, default=200, help="200 is the seed's; less: a smoke run"

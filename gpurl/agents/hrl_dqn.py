@@ -13,7 +13,8 @@ Both levels learn from the same reward with gamma 0.95 and Double DQN targets:
     manager   r + gamma * Q_m_target(s', a*),  a* = argmax over s' valid candidates of Q_m
     worker    r + gamma * Q_w_target(s', i', p*), i' = the online manager's greedy item at
               s', p* = argmax over the legal placements of i' of the online Q_w
-    (0 bootstrap at a terminal s', or when s' has no valid candidate / legal placement)
+    (0 bootstrap at a terminal s', or when s' has no valid candidate / legal placement;
+    the target networks run at a* and p* alone: one candidate, one orientation)
 
 Schedules are closed-form functions of the progress record's episode counter, in
 episode rounds (progress.episodes / num_envs: the spec's episodes for one env):
@@ -196,14 +197,6 @@ def decode(flat: torch.Tensor, corners: int) -> tuple[torch.Tensor, ...]:
     return flat // cells, (flat % cells) // corners, flat % corners
 
 
-def double_q_value(q_online: torch.Tensor, q_target: torch.Tensor, mask: torch.Tensor):
-    """Q_target at the online argmax over the True entries of mask [B, ...]; 0 where none.
-    Returns (value [B], flat argmax [B])."""
-    best = masked_argmax(q_online, mask)
-    value = q_target.flatten(1).gather(1, best[:, None]).squeeze(1)
-    return torch.where(mask.flatten(1).any(1), value, 0.0), best
-
-
 def heuristic_slot(mask: torch.Tensor, scalars: torch.Tensor, rule: torch.Tensor) -> torch.Tensor:
     """Stage 1's item order: per env rule 0 largest, 1 smallest, 2 random, 3 flattest
     (least height over the larger footprint side), among the valid candidates (which
@@ -215,6 +208,14 @@ def heuristic_slot(mask: torch.Tensor, scalars: torch.Tensor, rule: torch.Tensor
     flattest = flatness.masked_fill(~mask, float("inf")).argmin(1)
     rules = torch.stack((largest, smallest, uniform_choice(mask), flattest), 1)
     return rules.gather(1, rule[:, None]).squeeze(1)
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether `device` has bf16 kernels for the networks' convolutions: CUDA, or a CPU
+    whose oneDNN reports bf16 support (AVX-512 BF16 or AMX)."""
+    if device.type == "cuda":
+        return True
+    return device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 class Schedule:
@@ -344,12 +345,15 @@ class HRLDQNAgent(Agent):
         self.manager_optimizer = make_optimizer(self.manager.parameters(), self.manager_lr)
         self.schedule = Schedule(cfg, int(info.batch_shape.numel()), random_frames)
         self.copied = torch.zeros((), dtype=torch.float64, device=dev)  # last target round
-        # agent.bf16 on CUDA: forward passes in bf16 (gradients and Adam stay fp32)
-        self.bf16 = bool(cfg.get("bf16", False)) and dev.type == "cuda"
+        # agent.bf16: forward passes in bf16 (gradients and Adam stay fp32), on CUDA and
+        # on CPUs whose oneDNN has bf16 kernels (AVX-512 BF16 / AMX: about 2x the fp32
+        # rate for the U-Net and the ResNet, docs/BENCHMARKS.md "Seed benchmark")
+        self.bf16 = bool(cfg.get("bf16", False)) and bf16_supported(dev)
+        self.device_type = dev.type
         self.policy = HRLPolicy(self)
 
     def autocast(self):
-        return torch.autocast("cuda", torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16)
 
     def replay_spec(self) -> ReplaySpec:
         return ReplaySpec(
@@ -371,9 +375,12 @@ class HRLDQNAgent(Agent):
         hm, mask, scalars = nxt["heightmap"], nxt["candidate_mask"], nxt["candidate_features"]
         pool_c = nxt["items"].gather(1, nxt["candidates"])
         online = manager_q(self.manager, geom, hm, pool_c, scalars, self.manager_chunk)
-        target = manager_q(self.manager_target, geom, hm, pool_c, scalars, self.manager_chunk)
-        v_m, slot = double_q_value(online, target, mask)
+        slot = masked_argmax(online, mask)
+        # the target nets run at the online argmax only: one candidate, one orientation
         pid = pool_c.gather(1, slot[:, None]).squeeze(1)
+        picked = scalars.gather(1, slot[:, None, None].expand(-1, 1, scalars.shape[-1]))
+        v_m = manager_q(self.manager_target, geom, hm, pid[:, None], picked, 1)[:, 0]
+        v_m = torch.where(mask.any(1), v_m, 0.0)
         q_w, legal = worker_q(self.worker, geom, hm, pid, self.worker_chunk)
         ori, ix, iy = joint_argmax(q_w, legal)
         v_w = worker_q_at(self.worker_target, geom, hm, pid, ori, ix, iy)
