@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The checks a lent GPU machine runs (see README "GPU"): the CUDA tests, the
-# set_sync_debug_mode("error") runs of every agent, and the GPU benchmarks, each
-# benchmark record appended to $OUT/bench_gpu.jsonl, and torchrun runs with one rank
-# per GPU (`torchrun`). Run from the repo root on a machine whose python3 has torch with
+# The checks a lent GPU machine runs (see README "GPU"), by section (`bash
+# scripts/gpu_check.sh SECTION`, default all): `tests` (the CUDA tests and the
+# set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks, each
+# record appended to $OUT/bench_gpu.jsonl), `pixels` (a PPO run at 8,192 envs),
+# `packing` (the seed benchmark and a short full-size packing run; run records go to
+# $OUT/records) and `torchrun` (one rank per GPU). Run from the repo root on a machine whose python3 has torch with
 # CUDA; wheels it lacks travel in .whl/.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpurl_gpu}
@@ -16,19 +18,35 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 python3 -c "import torch, torchrl, tensordict; print(torch.__version__, torchrl.__version__, tensordict.__version__, torch.cuda.get_device_name())"
 what=${1:-all}
+B="$OUT/bench_gpu.jsonl"
 if [[ $what == all || $what == tests ]]; then
   # every test that runs on CUDA, then the fast suite
   python3 -m pytest -q -p no:cacheprovider -p no:logging -k "cuda or sync or cudagraph" tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -15
   python3 -m pytest -q -p no:cacheprovider -p no:logging -m "not slow" -n 8 tests 2>&1 | tee "$OUT/tests_fast.log" | tail -6
 fi
 if [[ $what == all || $what == bench ]]; then
-  B="$OUT/bench_gpu.jsonl"
   python3 tools/bench_collect.py --device cuda --num-envs 64 1024 16384 --repeats 3 | tee -a "$B"
   python3 tools/bench_priority.py --device cuda --sizes 100000 1000000 | tee -a "$B"
   python3 tools/bench_compile.py --what agents --device cuda | tee -a "$B"
   # end-to-end pixel training against its floor, eager / compiled / CUDA graphs (issue 13)
-  python3 tools/bench_train.py --device cuda --num-envs 1024 4096 16384 --rollout-steps 8 \
+  python3 tools/bench_train.py --device cuda --num-envs 1024 4096 8192 16384 --rollout-steps 8 \
     --modes eager compile cudagraphs --max-mem-delta 0 | tee -a "$B"
+fi
+if [[ $what == all || $what == pixels ]]; then
+  # PPO on pixels at 8,192 envs to 0.9 held-out success, with its wall time (issue 13):
+  # 64 rollouts of 8 x 8,192 frames, evaluated every 4; the record's eval_log has each
+  # evaluation's frames and wall_s
+  python3 tools/record_learning.py pixels_ppo --seeds 0 --out "$OUT/records" --suffix _gpu8k \
+    -- device=cuda env.num_envs=8192 trainer.total_frames=4194304 \
+    trainer.eval_interval=262144 trainer.log_interval=65536 trainer.checkpoint_interval=4194304
+fi
+if [[ $what == all || $what == packing ]]; then
+  # the seed benchmark on the GPU, then a short run of the full-size preset for its
+  # frames/s (issue 12): 1,024 random frames, then 1,024 frames of training (utd 0.25)
+  python3 tools/bench_seed_packing.py --device cuda --bf16 | tee -a "$B"
+  python3 tools/record_learning.py packing_hrl --seeds 0 --out "$OUT/records" --suffix _gpu \
+    -- device=cuda trainer.total_frames=2048 trainer.eval_interval=2048 \
+    trainer.log_interval=256 trainer.checkpoint_interval=2048
 fi
 if [[ $what == all || $what == torchrun ]]; then
   # one rank per GPU (issue 14): SAC Pendulum and IQN MarineNav, frames/s in summary.json
