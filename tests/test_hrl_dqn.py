@@ -196,6 +196,33 @@ def test_targets_at_both_levels_with_the_next_state_masks():
     torch.testing.assert_close(t_w, expect_w, rtol=1e-5, atol=1e-5)
 
 
+def test_manager_learns_on_the_taken_slot_alone():
+    """The manager's loss runs the ResNet over the taken candidate only: its Q, its
+    gradients and the update's q_manager equal those of the full pass over all K."""
+    env, agent, progress = make()
+    _, _, batch = sampled_batch(env, agent, progress)
+    geom, hm, feats = agent.geom, batch["heightmap"], batch["candidate_features"]
+    pool_c = batch["items"].gather(1, batch["candidates"])
+    slot = batch["action"][:, 0].long()
+    pid = pool_c.gather(1, slot[:, None])
+    params = list(agent.manager.parameters())
+
+    def q_and_grads(q):
+        grads = torch.autograd.grad(q.sum(), params)
+        return q.detach(), grads
+
+    full, g_full = q_and_grads(
+        manager_q(agent.manager, geom, hm, pool_c, feats, 3)[torch.arange(len(slot)), slot]
+    )
+    picked = feats[torch.arange(len(slot)), slot][:, None]
+    one, g_one = q_and_grads(manager_q(agent.manager, geom, hm, pid, picked, 1)[:, 0])
+    torch.testing.assert_close(one, full, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g_one, g_full, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    metrics = agent.update(batch)
+    torch.testing.assert_close(metrics["q_manager"], full.mean(), rtol=1e-5, atol=1e-5)
+
+
 def test_terminal_transitions_bootstrap_nothing():
     env, agent, progress = make()
     _, _, batch = sampled_batch(env, agent, progress)

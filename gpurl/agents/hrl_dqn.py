@@ -177,6 +177,11 @@ def _relative(z, top, peak, height: float) -> tuple[torch.Tensor, torch.Tensor]:
     return ((z - peak) / height).clamp(-1.0, 1.0), ((top - peak) / height).clamp(-1.0, 1.0)
 
 
+def _at(scalars: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+    """The candidate scalars [B, K, 8] of slot [B], as a one-candidate set [B, 1, 8]."""
+    return scalars.gather(1, slot[:, None, None].expand(-1, 1, scalars.shape[-1]))
+
+
 def _unit(x: torch.Tensor, height: float) -> torch.Tensor:
     return (x / height).clamp(0.0, 2.0)
 
@@ -378,8 +383,7 @@ class HRLDQNAgent(Agent):
         slot = masked_argmax(online, mask)
         # the target nets run at the online argmax only: one candidate, one orientation
         pid = pool_c.gather(1, slot[:, None]).squeeze(1)
-        picked = scalars.gather(1, slot[:, None, None].expand(-1, 1, scalars.shape[-1]))
-        v_m = manager_q(self.manager_target, geom, hm, pid[:, None], picked, 1)[:, 0]
+        v_m = manager_q(self.manager_target, geom, hm, pid[:, None], _at(scalars, slot), 1)[:, 0]
         v_m = torch.where(mask.any(1), v_m, 0.0)
         q_w, legal = worker_q(self.worker, geom, hm, pid, self.worker_chunk)
         ori, ix, iy = joint_argmax(q_w, legal)
@@ -424,10 +428,12 @@ class HRLDQNAgent(Agent):
         clip_and_step(
             self.worker_optimizer, self.worker.parameters(), loss_w, self.cfg.max_grad_norm
         )
-        q_all = manager_q(
-            self.manager, geom, hm, pool_c, batch["candidate_features"], self.manager_chunk
+        # the manager's loss reads the taken slot's Q alone: only that candidate's maps go
+        # through the ResNet (its GroupNorm is per map, so no other candidate moves it)
+        q_m = manager_q(
+            self.manager, geom, hm, pid[:, None], _at(batch["candidate_features"], slot), 1
         )
-        q_m = q_all.gather(1, slot[:, None]).squeeze(1).float()
+        q_m = q_m[:, 0].float()
         loss_m = weighted_mean(F.smooth_l1_loss(q_m, t_m, reduction="none"), batch)
         clip_and_step(
             self.manager_optimizer, self.manager.parameters(), loss_m, self.cfg.max_grad_norm
