@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The checks a lent GPU machine runs (see README "GPU"), by section (`bash
-# scripts/gpu_check.sh SECTION`, default all): `tests` (the CUDA tests and the
-# set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks, each
-# record appended to $OUT/bench_gpu.jsonl), `pixels` (a PPO run at 8,192 envs),
-# `packing` (the seed benchmark and a short full-size packing run; run records go to
-# $OUT/records) and `torchrun` (one rank per GPU). Run from the repo root on a machine whose python3 has torch with
+# scripts/gpu_check.sh SECTION`). `all` (the default) runs `tests` (the CUDA tests and
+# the set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks,
+# each record appended to $OUT/bench_gpu.jsonl) and `torchrun` (one rank per GPU). The
+# training sections run only when named, each in its own device call (a call has 10
+# minutes): `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
+# short full-size packing run; run records go to $OUT/records) and `marinenav` (the six
+# presets at 1,024 envs). Run from the repo root on a machine whose python3 has torch with
 # CUDA; wheels it lacks travel in .whl/.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpurl_gpu}
@@ -32,7 +34,7 @@ if [[ $what == all || $what == bench ]]; then
   python3 tools/bench_train.py --device cuda --num-envs 1024 4096 8192 16384 --rollout-steps 8 \
     --modes eager compile cudagraphs --max-mem-delta 0 | tee -a "$B"
 fi
-if [[ $what == all || $what == pixels ]]; then
+if [[ $what == pixels ]]; then
   # PPO on pixels at 8,192 envs to 0.9 held-out success, with its wall time (issue 13):
   # 64 rollouts of 8 x 8,192 frames, evaluated every 4; the record's eval_log has each
   # evaluation's frames and wall_s
@@ -40,13 +42,21 @@ if [[ $what == all || $what == pixels ]]; then
     -- device=cuda env.num_envs=8192 trainer.total_frames=4194304 \
     trainer.eval_interval=262144 trainer.log_interval=65536 trainer.checkpoint_interval=4194304
 fi
-if [[ $what == all || $what == packing ]]; then
+if [[ $what == packing ]]; then
   # the seed benchmark on the GPU, then a short run of the full-size preset for its
   # frames/s (issue 12): 1,024 random frames, then 1,024 frames of training (utd 0.25)
   python3 tools/bench_seed_packing.py --device cuda --bf16 | tee -a "$B"
   python3 tools/record_learning.py packing_hrl --seeds 0 --out "$OUT/records" --suffix _gpu \
     -- device=cuda trainer.total_frames=2048 trainer.eval_interval=2048 \
     trainer.log_interval=256 trainer.checkpoint_interval=2048
+fi
+if [[ $what == marinenav ]]; then
+  # the six MarineNav presets at 1,024 envs through the curriculum, seed 0, all at once
+  # (issue 11: frames/s and time to 0.90 at many envs); records in docs/bench/gpu/
+  bash scripts/gpu_marinenav.sh start _gpu1k marinenav_iqn marinenav_acqin marinenav_rainbow \
+    marinenav_dqn marinenav_ddpg marinenav_sac -- 0 -- device=cuda compile.cudagraphs=true \
+    env.num_envs=1024
+  bash scripts/gpu_marinenav.sh wait 480 _gpu1k
 fi
 if [[ $what == all || $what == torchrun ]]; then
   # one rank per GPU (issue 14): SAC Pendulum and IQN MarineNav, frames/s in summary.json
