@@ -12,6 +12,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.agents import make_agent
 from gpurl.agents.hrl_dqn import (
+    bf16_supported,
     corner_cells,
     decode,
     heuristic_slot,
@@ -390,10 +391,10 @@ def test_hrl_dqn_needs_the_packing_env():
         make_agent(agent_cfg(), env_info(env), Progress())
 
 
-CPU_BF16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
-
-
-@pytest.mark.skipif(not CPU_BF16, reason="this CPU's oneDNN has no bf16 kernels")
+@pytest.mark.skipif(
+    not bf16_supported(torch.device("cpu")),
+    reason="this CPU has no native bf16 (AVX-512 BF16 / AMX)",
+)
 def test_bf16_forward_passes_on_a_cpu_with_bf16_kernels():
     """agent.bf16 on such a CPU: acting and the targets run in bf16, within bf16's
     precision of fp32; an update still steps fp32 weights with finite losses."""

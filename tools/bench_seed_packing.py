@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--bf16",
         action="store_true",
-        help="forward passes in bf16 (CUDA, or a CPU whose oneDNN has bf16 kernels)",
+        help="forward passes in bf16 (CUDA, or a CPU with native bf16: AVX-512 BF16 / AMX)",
     )
     ap.add_argument("--warmup-steps", type=int, default=1)
     ap.add_argument(

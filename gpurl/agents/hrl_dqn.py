@@ -216,11 +216,15 @@ def heuristic_slot(mask: torch.Tensor, scalars: torch.Tensor, rule: torch.Tensor
 
 
 def bf16_supported(device: torch.device) -> bool:
-    """Whether `device` has bf16 kernels for the networks' convolutions: CUDA, or a CPU
-    whose oneDNN reports bf16 support (AVX-512 BF16 or AMX)."""
+    """Whether `device` runs bf16 natively: CUDA, or a CPU with AVX-512 BF16 or AMX
+    instructions and oneDNN. (oneDNN also reports bf16 on any AVX-512 CPU, where it
+    emulates bf16; that is not counted here.)"""
     if device.type == "cuda":
         return True
-    return device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    if device.type != "cpu" or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
+    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in native)
 
 
 class Schedule:
@@ -351,8 +355,8 @@ class HRLDQNAgent(Agent):
         self.schedule = Schedule(cfg, int(info.batch_shape.numel()), random_frames)
         self.copied = torch.zeros((), dtype=torch.float64, device=dev)  # last target round
         # agent.bf16: forward passes in bf16 (gradients and Adam stay fp32), on CUDA and
-        # on CPUs whose oneDNN has bf16 kernels (AVX-512 BF16 / AMX: about 2x the fp32
-        # rate for the U-Net and the ResNet, docs/BENCHMARKS.md "Seed benchmark")
+        # on CPUs with native bf16 (AVX-512 BF16 / AMX: about 2x the fp32 rate for the
+        # U-Net and the ResNet here, docs/BENCHMARKS.md "Seed benchmark")
         self.bf16 = bool(cfg.get("bf16", False)) and bf16_supported(dev)
         self.device_type = dev.type
         self.policy = HRLPolicy(self)
