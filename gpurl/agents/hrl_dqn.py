@@ -56,6 +56,7 @@ from gpurl.errors import ConfigError
 from gpurl.policies.packing import ManagerNet, WorkerUNet
 from gpurl.policies.wrapper import exploring
 from gpurl.progress import Progress
+from gpurl.trainers.compile import autocast, bf16_supported
 from gpurl.trainers.replay import ReplaySpec, weighted_mean
 
 OBS_KEYS = ["heightmap", "items", "candidates", "candidate_mask", "candidate_features"]
@@ -215,18 +216,6 @@ def heuristic_slot(mask: torch.Tensor, scalars: torch.Tensor, rule: torch.Tensor
     return rules.gather(1, rule[:, None]).squeeze(1)
 
 
-def bf16_supported(device: torch.device) -> bool:
-    """Whether `device` runs bf16 natively: CUDA, or a CPU with AVX-512 BF16 or AMX
-    instructions and oneDNN. (oneDNN also reports bf16 on any AVX-512 CPU, where it
-    emulates bf16; that is not counted here.)"""
-    if device.type == "cuda":
-        return True
-    if device.type != "cpu" or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return False
-    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in native)
-
-
 class Schedule:
     """The agent's episode-round schedules, closed-form in the progress record."""
 
@@ -358,11 +347,11 @@ class HRLDQNAgent(Agent):
         # on CPUs with native bf16 (AVX-512 BF16 / AMX: about 2x the fp32 rate for the
         # U-Net and the ResNet here, docs/BENCHMARKS.md "Seed benchmark")
         self.bf16 = bool(cfg.get("bf16", False)) and bf16_supported(dev)
-        self.device_type = dev.type
+        self.device = dev
         self.policy = HRLPolicy(self)
 
     def autocast(self):
-        return torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16)
+        return autocast(self.device, self.bf16)
 
     def replay_spec(self) -> ReplaySpec:
         return ReplaySpec(

@@ -66,6 +66,18 @@ class CompileSpec:
         return self.update or self.policy or self.env or self.cudagraphs or self.amp
 
 
+def bf16_supported(device: torch.device) -> bool:
+    """Whether `device` runs bf16 natively: CUDA, or a CPU with AVX-512 BF16 or AMX
+    instructions and oneDNN. (oneDNN also reports bf16 on any AVX-512 CPU, where it
+    emulates bf16; that is not counted here.)"""
+    if device.type == "cuda":
+        return True
+    if device.type != "cpu" or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
+    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in native)
+
+
 def autocast(device: torch.device, enabled: bool = True):
     """bf16 autocast of forward passes on `device` (CPU or CUDA)."""
     if not enabled:
