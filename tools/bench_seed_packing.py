@@ -27,6 +27,12 @@ orientation maps, as many times as the episode ran them) in a tight loop, which 
 implementation of this work with these networks can go below on this device. The
 seed's figures on this machine (68.0 s with its YCB catalog, 214 s with 16 synthetic
 primitives, medians of 3) give `speedup_vs_seed_*`. --max-elapsed-sec makes it exit 1 above a limit.
+
+The record also carries the work's arithmetic: GFLOP per U-Net map and per manager
+candidate (torch's FLOP counter), the passes the episode ran, the rate a large matmul
+reaches on this device in the same precision and threads (`gemm_gflops`: about the most
+any conv kernel gets), and `arith_floor_sec`, the networks' FLOPs at that rate: the
+time below which no implementation of this work goes here.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
+from torch.utils.flop_counter import FlopCounterMode
 
 # run as `python tools/NAME.py` from the checkout: its root holds the tools package
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,7 +54,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpurl.agents.hrl_dqn import HRLDQNAgent, worker_inputs  # noqa: E402
 from gpurl.envs.info import env_info  # noqa: E402
 from gpurl.envs.packing.env import PackingEnv  # noqa: E402
-from gpurl.envs.packing.features import all_orientations  # noqa: E402
+from gpurl.envs.packing.features import (  # noqa: E402
+    MANAGER_SCALARS,
+    all_orientations,
+    manager_maps,
+)
 from gpurl.progress import Progress  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
@@ -140,6 +151,36 @@ def unet_floor(agent: HRLDQNAgent, env: PackingEnv, passes: int, device) -> tupl
     return time.perf_counter() - t, time.process_time() - c
 
 
+@torch.no_grad()
+def gflop_per_pass(agent: HRLDQNAgent, env: PackingEnv) -> tuple[float, float]:
+    """GFLOP of one U-Net map and of one manager candidate at the env's resolution."""
+    hm, pid = env.hm, env.items[:, 0]
+    z, legal = agent.geom.placement(hm, pid)
+    maps = worker_inputs(agent.geom, hm, pid, all_orientations(hm.device), z, legal)[0, :1]
+    cand = manager_maps(agent.geom, hm, env.items[:, :1])
+    scalars = torch.zeros(1, 1, MANAGER_SCALARS, device=hm.device)
+    counts = []
+    for run in (lambda: agent.worker.scores(maps), lambda: agent.manager(cand, scalars)):
+        with FlopCounterMode(display=False) as counter:
+            run()
+        counts.append(counter.get_total_flops() / 1e9)
+    return counts[0], counts[1]
+
+
+def gemm_gflops(device: torch.device, bf16: bool, n: int = 4096, reps: int = 5) -> float:
+    """GFLOP/s of an n x n matmul in the episode's precision: this device's practical peak."""
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    a @ b
+    sync(device)
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    sync(device)
+    return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -165,6 +206,9 @@ def main(argv=None) -> int:
         type=int,
         default=None,
         help="orientations per U-Net pass (default: the agent config's)",
+    )
+    ap.add_argument(
+        "--gemm-size", type=int, default=4096, help="side of the matmul that measures the peak"
     )
     ap.add_argument("--max-elapsed-sec", type=float, default=None)
     args = ap.parse_args(argv)
@@ -200,7 +244,17 @@ def main(argv=None) -> int:
     median = statistics.median(r["elapsed_sec"] for r in runs)
     mid = min(runs, key=lambda r: abs(r["elapsed_sec"] - median))
     # one acting pass per step, one online bootstrap pass per step: 24 maps each
-    floor, floor_cpu = unet_floor(agent, env, mid["steps"] * (2 if bootstrap else 1), device)
+    unet_passes = mid["steps"] * (2 if bootstrap else 1)
+    floor, floor_cpu = unet_floor(agent, env, unet_passes, device)
+    unet_gf, manager_gf = gflop_per_pass(agent, env)
+    # per step: the U-Net over 24 orientations (acting, and the online bootstrap) and the
+    # target U-Net at one; the manager over K candidates (acting, online bootstrap) and
+    # the target manager at one
+    k = env.num_candidates
+    unet_maps = unet_passes * 24 + (mid["steps"] if bootstrap else 0)
+    manager_cands = mid["steps"] * ((2 * k + 1) if bootstrap else k)
+    gemm = gemm_gflops(device, bool(agent.bf16), args.gemm_size)
+    work_gf = unet_maps * unet_gf + manager_cands * manager_gf
     record = {
         "tool": "bench_seed_packing",
         "elapsed_sec": round(median, 3),
@@ -213,6 +267,14 @@ def main(argv=None) -> int:
         "bootstrap_sec": round(mid["bootstrap_sec"], 3),
         "unet_floor_sec": round(floor, 3),
         "unet_floor_cpu_sec": round(floor_cpu, 3),
+        "unet_gflop_per_map": round(unet_gf, 3),
+        "manager_gflop_per_candidate": round(manager_gf, 3),
+        "unet_maps": unet_maps,
+        "manager_candidates": manager_cands,
+        "network_tflop": round(work_gf / 1e3, 3),
+        "unet_floor_gflops": round(unet_passes * 24 * unet_gf / floor, 1),
+        "gemm_gflops": round(gemm, 1),
+        "arith_floor_sec": round(work_gf / gemm, 3),
         "seed_ycb_sec": SEED_YCB_SEC,
         "seed_synthetic_sec": SEED_SYNTHETIC_SEC,
         "speedup_vs_seed_ycb": round(SEED_YCB_SEC / median, 2),

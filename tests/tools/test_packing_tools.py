@@ -61,9 +61,16 @@ def test_render_packing_draws_the_learned_packer(tiny_run, tmp_path, capsys):
 
 def test_bench_seed_packing_times_an_episode(capsys):
     args = ["--resolution", "32", "--small", "--repeats", "1", "--kernel", "eager"]
+    args += ["--gemm-size", "256"]
     assert bench_seed_packing.main(args) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert 1 <= record["placements"] <= record["steps"] <= 10
+    steps = record["steps"]
+    assert 1 <= record["placements"] <= steps <= 10
+    # per step: 24 acting maps, 24 online bootstrap maps and 1 target map; K = 20
+    # candidates acting, 20 online bootstrap and 1 target
+    assert record["unet_maps"] == 49 * steps and record["manager_candidates"] == 41 * steps
+    assert record["unet_gflop_per_map"] > 0 and record["manager_gflop_per_candidate"] > 0
+    assert record["gemm_gflops"] > 0 and record["arith_floor_sec"] > 0
     assert record["config"]["epsilon"] == 0.9 and record["config"]["bootstrap"]
     assert record["elapsed_sec"] >= record["act_sec"] + record["env_sec"] > 0
     assert record["bootstrap_sec"] > 0 and record["unet_floor_sec"] > 0
