@@ -1,9 +1,13 @@
-"""Render a packed box: shaded heightmap, item footprints outlined, metrics in the title.
+"""Render packed boxes: shaded heightmaps, item footprints outlined, metrics in the titles.
 
     python tools/render_packing.py --out docs/packing_heuristic.png
     python tools/render_packing.py --checkpoint RUN_DIR --out docs/packing_learned.png
-Runs one heuristic episode (or --policy random, or the greedy learned packer of a run
-with --checkpoint, on the run's env settings) and prints one JSON record.
+    python tools/render_packing.py --checkpoint RUN_DIR --policies learned heuristic --out cmp.png
+
+Runs one episode per policy (heuristic, random, or the greedy learned packer of a run
+with --checkpoint), all on the same episode (--seed: the same items in the same order)
+and, with --checkpoint, on the run's env settings; draws them side by side, one panel per
+policy, and prints one JSON record per policy.
 """
 
 from __future__ import annotations
@@ -25,38 +29,12 @@ from gpurl.envs.packing.env import PackingEnv  # noqa: E402
 from gpurl.train import load_trained  # noqa: E402
 from gpurl.trainers.evaluation import greedy  # noqa: E402
 
+POLICIES = ("learned", "heuristic", "random")
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--policy", choices=["heuristic", "random", "learned"], default=None)
-    ap.add_argument("--checkpoint", help="a gpurl run directory: draw its learned packer")
-    ap.add_argument("--num-objects", type=int, default=20)
-    ap.add_argument("--resolution", type=int, default=200)
-    ap.add_argument("--max-steps", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--compile", action="store_true")
-    args = ap.parse_args(argv)
-    args.policy = args.policy or ("learned" if args.checkpoint else "heuristic")
-    if (args.policy == "learned") != bool(args.checkpoint):
-        ap.error("--policy learned goes with --checkpoint RUN_DIR (and only it)")
-    options = dict(
-        num_objects=args.num_objects,
-        resolution=args.resolution,
-        max_steps=args.max_steps,
-        compile_placement=args.compile,
-    )
-    if args.checkpoint:
-        run_cfg, agent = load_trained(args.checkpoint)
-        options = {**env_kwargs(run_cfg.env), "compile_placement": args.compile}
-    env = PackingEnv(num_envs=1, seed=args.seed, **options)
+
+def run_episode(env: PackingEnv, policy) -> tuple[dict, list]:
+    """One episode of `policy` on env (1 env): its metrics and the placed footprints."""
     geom = env.geometry
-    if args.policy == "learned":
-        policy = greedy(agent.policy)
-    elif args.policy == "heuristic":
-        policy = HeuristicPolicy(geom)
-    else:
-        policy = RandomPolicy(geom, args.seed)
     td = env.reset()
     boxes = []
     for _ in range(env.max_episode_steps):
@@ -71,17 +49,20 @@ def main(argv=None) -> None:
         if td["next", "done"].all():
             break
         td = td["next"].exclude("reward", "done", "terminated", "truncated")
-    m = {k: float(v[0]) for k, v in env.episode_metrics().items()}
+    return {k: float(v[0]) for k, v in env.episode_metrics().items()}, boxes
+
+
+def draw(ax, env: PackingEnv, name: str, m: dict, boxes: list, seed: int, vmax: float) -> None:
+    geom = env.geometry
     hm = env.hm[0].numpy()
     l, _, h = geom.box_size
-    fig, ax = plt.subplots(figsize=(6.4, 6.4))
     shade = LightSource(azdeg=315, altdeg=45).shade(
         hm.T,
         cmap=plt.cm.viridis,
         vert_exag=geom.resolution / l,
         blend_mode="soft",
         vmin=0.0,
-        vmax=max(float(hm.max()), 1e-6),
+        vmax=vmax,
     )
     ax.imshow(shade, origin="lower", extent=(0, l * 100, 0, l * 100))
     sep_cm = geom.sep * 100
@@ -94,29 +75,77 @@ def main(argv=None) -> None:
     ax.set_xlabel("x (cm)")
     ax.set_ylabel("y (cm)")
     ax.set_title(
-        f"{args.policy}: packed {int(m['packed'])}/{env.num_objects}, "
+        f"{name}: packed {int(m['packed'])}/{env.num_objects}, "
         f"util {m['utilisation']:.3f}, C {m['compactness']:.3f}, P {m['pyramidality']:.3f}\n"
         f"max height {m['max_height'] * 100:.1f} cm of {h * 100:.1f} cm, "
-        f"R={geom.resolution}, grid {geom.grid_step}, seed {args.seed}",
+        f"R={geom.resolution}, grid {geom.grid_step}, episode seed {seed}",
         fontsize=9,
     )
-    sm = plt.cm.ScalarMappable(cmap=plt.cm.viridis, norm=plt.Normalize(0, float(hm.max()) * 100))
-    fig.colorbar(sm, ax=ax, fraction=0.046, pad=0.04, label="height (cm)")
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(
-        json.dumps(
-            {
-                "out": args.out,
-                "policy": args.policy,
-                "seed": args.seed,
-                "torch": torch.__version__,
-                "threads": torch.get_num_threads(),
-                "placed_outlines": len(boxes),
-                **m,
-            }
-        )
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--policies",
+        nargs="+",
+        choices=POLICIES,
+        default=None,
+        help="one panel each (default: learned with --checkpoint, else heuristic)",
     )
+    ap.add_argument("--policy", choices=POLICIES, default=None, help="one policy (= --policies P)")
+    ap.add_argument("--checkpoint", help="a gpurl run directory: its learned packer and env")
+    ap.add_argument("--num-objects", type=int, default=20)
+    ap.add_argument("--resolution", type=int, default=200)
+    ap.add_argument("--max-steps", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0, help="the episode (items and their order)")
+    ap.add_argument("--compile", action="store_true")
+    args = ap.parse_args(argv)
+    if args.policy and args.policies:
+        ap.error("give --policy or --policies, not both")
+    policies = args.policies or [args.policy or ("learned" if args.checkpoint else "heuristic")]
+    if "learned" in policies and not args.checkpoint:
+        ap.error("the learned policy needs --checkpoint RUN_DIR")
+    options = dict(
+        num_objects=args.num_objects,
+        resolution=args.resolution,
+        max_steps=args.max_steps,
+        compile_placement=args.compile,
+    )
+    agent = None
+    if args.checkpoint:
+        run_cfg, agent = load_trained(args.checkpoint)
+        options = {**env_kwargs(run_cfg.env), "compile_placement": args.compile}
+    episodes = []
+    for name in policies:
+        env = PackingEnv(num_envs=1, seed=args.seed, **options)  # the same episode each
+        if name == "learned":
+            policy = greedy(agent.policy)
+        elif name == "heuristic":
+            policy = HeuristicPolicy(env.geometry)
+        else:
+            policy = RandomPolicy(env.geometry, args.seed)
+        episodes.append((name, env, *run_episode(env, policy)))
+    vmax = max(max(float(env.hm.max()) for _, env, _, _ in episodes), 1e-6)
+    n = len(episodes)
+    fig, axes = plt.subplots(1, n, figsize=(6.4 * n, 6.4), squeeze=False)
+    for ax, (name, env, m, boxes) in zip(axes[0], episodes, strict=True):
+        draw(ax, env, name, m, boxes, args.seed, vmax)
+    sm = plt.cm.ScalarMappable(cmap=plt.cm.viridis, norm=plt.Normalize(0, vmax * 100))
+    fig.colorbar(sm, ax=list(axes[0]), fraction=0.046 / n, pad=0.04, label="height (cm)")
+    fig.savefig(args.out, dpi=120, bbox_inches="tight")
+    for name, _, m, boxes in episodes:
+        record = {
+            "out": args.out,
+            "policy": name,
+            "seed": args.seed,
+            "checkpoint": args.checkpoint,
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "placed_outlines": len(boxes),
+            **m,
+        }
+        print(json.dumps(record))
 
 
 if __name__ == "__main__":

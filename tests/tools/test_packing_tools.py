@@ -57,6 +57,17 @@ def test_render_packing_draws_the_learned_packer(tiny_run, tmp_path, capsys):
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert out.stat().st_size > 10_000 and record["policy"] == "learned"
     assert record["placed_outlines"] == record["packed"] > 0
+    # side by side on the same episode: one panel and one record per policy
+    both = tmp_path / "both.png"
+    render_packing.main(
+        ["--checkpoint", str(tiny_run), "--policies", "learned", "heuristic", "--out", str(both)]
+    )
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()[-2:]]
+    assert [r["policy"] for r in records] == ["learned", "heuristic"]
+    assert both.stat().st_size > out.stat().st_size
+    assert all(r["placed_outlines"] == r["packed"] > 0 for r in records)
+    with pytest.raises(SystemExit):  # a learned panel needs a run
+        render_packing.main(["--policies", "learned", "--out", str(both)])
 
 
 def test_bench_seed_packing_times_an_episode(capsys):
