@@ -123,10 +123,15 @@ def q_lambda(
     into `out` (shaped like next_value) when given.
     """
     target = out if out is not None else torch.empty_like(next_value)
-    # masked_fill, not multiply: a next_value past a true end may be anything, even inf.
-    bootstrap = next_value.masked_fill(terminated, 0.0)
-    target.copy_(bootstrap).mul_(gamma).add_(reward)
+    # Rearranged so the backward pass is one fused op a step with no temporary:
+    #   G_t = [r_t + (gamma - trace_t) * next_value_t] + trace_t * G_{t+1},
+    # trace_t = gamma * lam * (1 - done_t), 0 at the last step (next_value alone).
     trace = (~done).to(next_value.dtype).mul_(gamma * lam)
+    trace[-1] = 0.0
+    # masked_fill after the product: a next_value past a true end may be anything, even
+    # inf, and there trace is 0, so the product is gamma * inf and the fill clears it
+    target.copy_(trace).neg_().add_(gamma).mul_(next_value).masked_fill_(terminated, 0.0)
+    target.add_(reward)
     for t in range(reward.shape[0] - 2, -1, -1):
-        target[t].addcmul_(trace[t], target[t + 1] - bootstrap[t])
+        target[t].addcmul_(trace[t], target[t + 1])
     return target
