@@ -30,6 +30,9 @@ if [[ $what == all || $what == bench ]]; then
   python3 tools/bench_collect.py --device cuda --num-envs 64 1024 16384 --repeats 3 | tee -a "$B"
   python3 tools/bench_priority.py --device cuda --sizes 100000 1000000 | tee -a "$B"
   python3 tools/bench_compile.py --what agents --device cuda | tee -a "$B"
+  # the six MarineNav presets (left out of the default agents): updates/s and collected
+  # robot-steps/s at 64 and 1,024 envs, per mode (issue 11)
+  python3 tools/bench_compile.py --what agents --agents marinenav --device cuda | tee -a "$B"
   # end-to-end pixel training against its floor, eager / compiled / CUDA graphs (issue 13)
   python3 tools/bench_train.py --device cuda --num-envs 1024 4096 8192 16384 --rollout-steps 8 \
     --modes eager compile cudagraphs --max-mem-delta 0 | tee -a "$B"
