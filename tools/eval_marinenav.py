@@ -95,6 +95,7 @@ def policies(args):
 
 METRICS = ("success_rate", "travel_time_s", "energy", "collisions", "timeouts")
 DIGITS = {"success_rate": 2, "travel_time_s": 1, "energy": 0, "collisions": 1, "timeouts": 1}
+HEADERS = {"device": "evaluated on"}  # column titles other than the field's name
 
 
 def cell(values: list, digits: int) -> str:
@@ -107,21 +108,26 @@ def cell(values: list, digits: int) -> str:
     return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
-def table(records: list[dict]) -> str:
-    """One markdown row per (policy, stage); runs of one agent are grouped."""
+def table(records: list[dict], keys: tuple[str, ...] = ("policy",)) -> str:
+    """One markdown row per (policy, stage); runs of one agent are grouped. `keys` are the
+    record fields that name a group, each a column before runs and stage (tools/
+    table_marinenav.py adds "device")."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     order = []
     for r in records:
-        key = (r["policy"], str(r["stage"]))
+        key = (*(str(r[k]) for k in keys), str(r["stage"]))
         if key not in groups:
             order.append(key)
         groups[key].append(r)
-    head = "| policy | runs | stage | success | travel time (s) | energy | collisions | timeouts |"
-    lines = [head, "|" + "---|" * 8]
-    for policy, stage in order:
-        rows = groups[(policy, stage)]
+    names = [HEADERS.get(k, k) for k in keys]
+    head = "| " + " | ".join(names) + " | runs | stage | success | travel time (s) | energy "
+    head += "| collisions | timeouts |"
+    lines = [head, "|" + "---|" * (len(keys) + 7)]
+    for key in order:
+        rows = groups[key]
         cells = [cell([r[m] for r in rows], DIGITS[m]) for m in METRICS]
-        lines.append(f"| {policy} | {len(rows)} | {stage} | " + " | ".join(cells) + " |")
+        named = " | ".join(key[:-1])
+        lines.append(f"| {named} | {len(rows)} | {key[-1]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
