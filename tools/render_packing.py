@@ -28,6 +28,7 @@ from gpurl.envs.packing.baselines import HeuristicPolicy, RandomPolicy  # noqa: 
 from gpurl.envs.packing.env import PackingEnv  # noqa: E402
 from gpurl.train import load_trained  # noqa: E402
 from gpurl.trainers.evaluation import greedy  # noqa: E402
+from gpurl.utils.provenance import gpurl_commit  # noqa: E402
 
 POLICIES = ("learned", "heuristic", "random")
 
@@ -140,6 +141,7 @@ def main(argv=None) -> None:
             "policy": name,
             "seed": args.seed,
             "checkpoint": args.checkpoint,
+            "commit": gpurl_commit(),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
             "placed_outlines": len(boxes),
