@@ -33,6 +33,7 @@ AGENTS = {
     "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
     "ppo_pendulum": ["env=pendulum", "agent=ppo", "trainer=on_policy"],
     "pqn": ["env=cartpole", "agent=pqn", "trainer=on_policy"],
+    "a2c": ["env=cartpole", "agent=a2c", "trainer=on_policy"],  # PPO's update, its own loss
     # the pixel presets' networks (tile CNN for PPO, Nature CNN + LayerNorm for PQN)
     "ppo_pixels": ["experiment=pixels_ppo", "trainer=on_policy"],
     "pqn_pixels": ["experiment=pixels_pqn", "trainer=on_policy"],
