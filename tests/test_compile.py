@@ -36,6 +36,11 @@ AGENTS = {
     "a2c": ["env=cartpole", "agent=a2c", "trainer=on_policy"],  # PPO's update, its own loss
     # the pixel presets' networks (tile CNN for PPO, Nature CNN + LayerNorm for PQN)
     "ppo_pixels": ["experiment=pixels_ppo", "trainer=on_policy"],
+    "ppo_pixels_shared": [
+        "experiment=pixels_ppo",
+        "trainer=on_policy",
+        "agent.shared_encoder=true",
+    ],
     "pqn_pixels": ["experiment=pixels_pqn", "trainer=on_policy"],
 }
 FAST: tuple[str, ...] = ()  # compiling takes ~10 s a graph on 2 cores: all slow

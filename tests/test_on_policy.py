@@ -126,8 +126,16 @@ def small(tmp_path, overrides):
         ["env=cartpole", "agent=a2c"],
         ["env=pendulum", "agent=ppo", "trainer.bootstrap_truncated=false"],
         ["env=pixels", "agent=ppo"],
+        ["env=pixels", "agent=ppo", "agent.shared_encoder=true"],
     ],
-    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pendulum_no_next_obs", "ppo_pixels"],
+    ids=[
+        "ppo_cartpole",
+        "ppo_pendulum",
+        "a2c_cartpole",
+        "ppo_pendulum_no_next_obs",
+        "ppo_pixels",
+        "ppo_pixels_shared",
+    ],
 )
 def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
     trainer = small(tmp_path, overrides)
@@ -151,8 +159,9 @@ def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
         ["env=pendulum", "agent=ppo"],
         ["env=cartpole", "agent=a2c"],
         ["env=pixels", "agent=ppo"],
+        ["env=pixels", "agent=ppo", "agent.shared_encoder=true"],
     ],
-    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pixels"],
+    ids=["ppo_cartpole", "ppo_pendulum", "a2c_cartpole", "ppo_pixels", "ppo_pixels_shared"],
 )
 def test_on_policy_iterations_never_sync_on_cuda(tmp_path, overrides):
     iterate_without_syncs(small(tmp_path, [*overrides, "device=cuda"]), warmup=1, steps=3)
@@ -167,6 +176,66 @@ def test_on_policy_iteration_reuses_its_buffers(tmp_path):
     # the advantages are normalised over the rollout
     assert trainer.advantage.mean().item() == pytest.approx(0.0, abs=1e-5)
     assert trainer.advantage.std().item() == pytest.approx(1.0, abs=1e-4)
+
+
+def shared_and_separate(tmp_path, overrides=(), value_coef=0.5):
+    """PPO on pixels with one shared CNN and with a CNN each, from the same seed."""
+    out = []
+    for shared in (True, False):
+        torch.manual_seed(0)
+        out.append(
+            small(
+                tmp_path / f"{shared}_{value_coef}",
+                [
+                    "env=pixels",
+                    "agent=ppo",
+                    f"agent.shared_encoder={str(shared).lower()}",
+                    f"agent.value_coef={value_coef}",
+                    *overrides,
+                ],
+            )
+        )
+    return out
+
+
+def test_shared_encoder_runs_one_trunk_once_a_pass(tmp_path):
+    shared, separate = shared_and_separate(tmp_path)
+    agent = shared.agent
+    cnn_params = sum(p.numel() for p in agent.encoder.parameters())
+    n_shared = sum(p.numel() for p in agent.params)
+    n_separate = sum(p.numel() for p in separate.agent.params)
+    assert n_separate - n_shared == cnn_params > 0  # one CNN fewer, no parameter twice
+    assert len({id(p) for p in agent.params}) == len(agent.params)
+    calls = []
+    agent.encoder.register_forward_hook(lambda *_: calls.append(1))
+    td = shared.env.lean_reset()
+    out = agent.policy(td)
+    assert len(calls) == 1  # action, log-prob and value from one trunk pass
+    assert "features" not in out.keys()  # the rollout's td never stores the features
+    assert out["state_value"].shape == out["sample_log_prob"].shape == (4,)
+    shared.iteration()
+    passes = shared.epochs * shared.minibatches
+    # per iteration: 8 acting steps, the bootstrap value, and one pass per minibatch
+    calls.clear()
+    shared.iteration()
+    assert len(calls) == 8 + 1 + passes
+
+
+def test_shared_encoder_is_trained_by_both_losses(tmp_path):
+    """The value loss moves the shared trunk, and not the actor's own trunk when separate
+    (no grad-norm clip here: one norm over both heads would couple them)."""
+    weights = {}
+    for coef in (0.0, 0.5):
+        shared, separate = shared_and_separate(tmp_path, ["agent.max_grad_norm=null"], coef)
+        for name, tr in (("shared", shared), ("separate", separate)):
+            torch.manual_seed(1)
+            tr.iteration()
+            enc = tr.agent.encoder if name == "shared" else tr.agent.actor.encoder
+            weights[name, coef] = [p.detach().clone() for p in enc.parameters()]
+    pairs = zip(weights["shared", 0.0], weights["shared", 0.5], strict=True)
+    assert any(not torch.equal(a, b) for a, b in pairs)
+    for a, b in zip(weights["separate", 0.0], weights["separate", 0.5], strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ and the network alone allow.
     python tools/bench_train.py                                  # ppo, pqn; 1,024 and 4,096 envs
     python tools/bench_train.py --agents ppo pqn a2c --num-envs 1024 4096 16384 \\
         --modes eager compile cudagraphs --device cuda --max-mem-delta 0
+    python tools/bench_train.py --agents ppo --set agent.shared_encoder=true
 
 For each agent (its preset, experiment=pixels_AGENT: the preset's networks, epochs and
 minibatches), num_envs and mode it builds the trainer as `python -m gpurl.train` does
@@ -97,6 +98,7 @@ def trainer_for(agent: str, mode: str, num_envs: int, args, run_dir: str):
         "logger=none",
         "trainer.progress=false",
         f"threads={args.threads}",
+        *args.set,
     ]
     torch.manual_seed(0)
     cfg = load_config(overrides)
@@ -196,6 +198,13 @@ def main(argv=None) -> int:
     p.add_argument("--num-envs", nargs="+", type=int, default=[1024, 4096])
     p.add_argument("--modes", nargs="+", default=["eager", "compile"], choices=list(MODES))
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Hydra overrides added to every case (e.g. agent.shared_encoder=true)",
+    )
     p.add_argument(
         "--rollout-steps",
         type=int,

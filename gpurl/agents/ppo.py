@@ -2,7 +2,9 @@
 
 The actor (categorical logits, or a clipped Gaussian with a state-independent log-std
 for continuous actions) and the critic V(s) have separate trunks, as in CleanRL's
-ppo.py; one Adam optimiser steps both. The on-policy trainer (trainers/on_policy.py)
+ppo.py; one Adam optimiser steps both. With `agent.shared_encoder` they share one
+encoder (CleanRL's ppo_atari.py shares its CNN): it runs once per acting step and once
+per minibatch, and both losses train it. The on-policy trainer (trainers/on_policy.py)
 collects a rollout, computes GAE advantages and the value targets, and hands this
 agent shuffled minibatches holding
 
@@ -31,8 +33,10 @@ from gpurl.policies import (
     CategoricalActor,
     ClippedGaussianActor,
     PolicyWrapper,
+    SharedFeatures,
     ValueNetwork,
     make_encoder,
+    with_features,
 )
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -93,21 +97,35 @@ class PPOAgent(AnnealedLRAgent):
             )
         act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
         hidden = list(cfg.hidden)
+        # one trunk for both heads, or a trunk each
+        self.encoder = make_encoder(info, enc).to(device) if cfg.get("shared_encoder") else None
+
+        def trunk():
+            if self.encoder is None:
+                return make_encoder(info, enc)
+            return SharedFeatures(self.encoder.out_features)
+
         if info.discrete:
-            self.actor = CategoricalActor(make_encoder(info, enc), info.n_actions, hidden, act)
+            self.actor = CategoricalActor(trunk(), info.n_actions, hidden, act)
         else:
             self.actor = ClippedGaussianActor(
-                make_encoder(info, enc), info.action_dim, hidden, act, cfg.init_log_std
+                trunk(), info.action_dim, hidden, act, cfg.init_log_std
             )
-        self.critic = ValueNetwork(make_encoder(info, enc), hidden, act)
+        self.critic = ValueNetwork(trunk(), hidden, act)
         _init_layers(self.actor.net, 0.01)
         _init_layers(self.critic.net, 1.0)
         self.actor.to(device)
         self.critic.to(device)
-        self.params = [*self.actor.parameters(), *self.critic.parameters()]
+        shared = [] if self.encoder is None else list(self.encoder.parameters())
+        self.params = [*shared, *self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(self.params, lr=self.lr, eps=1e-5, fused=True)
         self.policy = PolicyWrapper(
-            self.actor, info, progress, value=self.critic, write_log_prob=True
+            self.actor,
+            info,
+            progress,
+            value=self.critic,
+            write_log_prob=True,
+            encoder=self.encoder,
         ).to(device)
         self.gamma, self.gae_lambda = float(cfg.gamma), float(cfg.gae_lambda)
         self.clip = _optional(cfg.clip_epsilon)
@@ -116,7 +134,7 @@ class PPOAgent(AnnealedLRAgent):
 
     # -- what the on-policy trainer asks ------------------------------------------------------
     def value(self, obs) -> Tensor:
-        return self.critic(obs)
+        return self.critic(with_features(self.encoder, obs))
 
     compiled_steps = ("learn",)
 
@@ -127,11 +145,12 @@ class PPOAgent(AnnealedLRAgent):
         if not self.info.discrete:
             action = self.policy.unscale(action)
         advantage = batch["advantage"]
-        log_prob, entropy = self.actor.evaluate(batch, action)
+        obs = with_features(self.encoder, batch)
+        log_prob, entropy = self.actor.evaluate(obs, action)
         log_ratio = log_prob - batch[LOG_PROB]
         ratio = log_ratio.exp()
         policy_loss = ppo_policy_loss(ratio, advantage, self.clip)
-        value = self.critic(batch)
+        value = self.critic(obs)
         value_loss = ppo_value_loss(value, batch[VALUE], batch["value_target"], self.value_clip)
         entropy = entropy.mean()
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy

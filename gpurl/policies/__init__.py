@@ -14,7 +14,15 @@ from gpurl.policies.heads import (
     TanhGaussianActor,
     ValueNetwork,
 )
-from gpurl.policies.networks import CNNEncoder, SpecEncoder, make_encoder, mlp
+from gpurl.policies.networks import (
+    FEATURES,
+    CNNEncoder,
+    SharedFeatures,
+    SpecEncoder,
+    make_encoder,
+    mlp,
+    with_features,
+)
 from gpurl.policies.noisy import NoisyLinear, resample_noise
 from gpurl.policies.wrapper import LOG_PROB, VALUE, PolicyWrapper
 
@@ -25,6 +33,7 @@ __all__ = [
     "Critic",
     "DeterministicActor",
     "EpsilonGreedy",
+    "FEATURES",
     "GaussianNoise",
     "LOG_PROB",
     "LinearSchedule",
@@ -32,6 +41,7 @@ __all__ = [
     "OUNoise",
     "PolicyWrapper",
     "QNetwork",
+    "SharedFeatures",
     "SpecEncoder",
     "TanhGaussianActor",
     "VALUE",
@@ -40,4 +50,5 @@ __all__ = [
     "make_exploration",
     "mlp",
     "resample_noise",
+    "with_features",
 ]

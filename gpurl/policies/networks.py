@@ -198,6 +198,30 @@ class SpecEncoder(nn.Module):
         return feats[0] if len(feats) == 1 else torch.cat(feats, dim=-1)
 
 
+# A shared trunk's output, set on a shallow copy of the observation (with_features) so
+# heads built on SharedFeatures read it instead of running the trunk again.
+FEATURES = "features"
+
+
+class SharedFeatures(nn.Module):
+    """A head's encoder when heads share one trunk: reads the features that trunk wrote."""
+
+    def __init__(self, out_features: int):
+        super().__init__()
+        self.out_features = out_features
+
+    def forward(self, td: TensorDictBase) -> torch.Tensor:
+        return td.get(FEATURES)
+
+
+def with_features(encoder: nn.Module | None, td: TensorDictBase) -> TensorDictBase:
+    """td with the shared trunk's features beside its entries (td itself when no trunk is
+    shared); a shallow copy, so the caller's td (a rollout's storage) never holds them."""
+    if encoder is None:
+        return td
+    return td.clone(recurse=False).set(FEATURES, encoder(td))
+
+
 def make_encoder(info: EnvInfo, cfg=None) -> SpecEncoder:
     """The encoder an agent config asks for (`agent.encoder.embed`, `object_embed`,
     `cnn_features`, `cnn`)."""

@@ -32,6 +32,7 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
+from gpurl.policies.networks import with_features
 from gpurl.progress import Progress
 
 LOG_PROB = "sample_log_prob"
@@ -64,9 +65,13 @@ class PolicyWrapper(TensorDictModuleBase):
         value: nn.Module | None = None,
         write_log_prob: bool = False,
         write_max_q: bool = False,
+        encoder: nn.Module | None = None,
     ):
         super().__init__()
         self.network = network
+        # a trunk the network and the value head share (built on SharedFeatures): run
+        # once per step, its features handed to both (PPO's agent.shared_encoder)
+        self.encoder = encoder
         self.kind = network.kind
         self.discrete = info.discrete
         if self.discrete != (self.kind in ("q", "categorical")):
@@ -104,7 +109,8 @@ class PolicyWrapper(TensorDictModuleBase):
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         explore = exploring()
         mask = td.get(self.mask_key) if self.mask_key else None
-        action, log_prob, scores = self._act(td, mask, explore)
+        obs = with_features(self.encoder, td)
+        action, log_prob, scores = self._act(obs, mask, explore)
         if explore:
             frames = self.progress.frames
             for module in self.exploration:
@@ -115,7 +121,7 @@ class PolicyWrapper(TensorDictModuleBase):
         if self.write_log_prob:
             td.set(LOG_PROB, log_prob)
         if self.value is not None:
-            td.set(VALUE, self.value(td))
+            td.set(VALUE, self.value(obs))
         elif self.write_max_q:
             td.set(VALUE, scores.max(-1).values)
         return td
