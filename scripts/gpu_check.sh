@@ -3,8 +3,8 @@
 # scripts/gpu_check.sh SECTION`). `all` (the default) runs `tests` (the CUDA tests and
 # the set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks,
 # each record appended to $OUT/bench_gpu.jsonl) and `torchrun` (one rank per GPU). The
-# training sections run only when named, each in its own device call (a call has 10
-# minutes): `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
+# other sections run only when named, each in its own device call (a call has 10
+# minutes): `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
 # short full-size packing run; run records go to $OUT/records) and `marinenav` (the six
 # presets at 1,024 envs). Run from the repo root on a machine whose python3 has torch with
 # CUDA; wheels it lacks travel in .whl/.
@@ -33,9 +33,14 @@ if [[ $what == all || $what == bench ]]; then
   # the six MarineNav presets (left out of the default agents): updates/s and collected
   # robot-steps/s at 64 and 1,024 envs, per mode (issue 11)
   python3 tools/bench_compile.py --what agents --agents marinenav --device cuda | tee -a "$B"
-  # end-to-end pixel training against its floor, eager / compiled / CUDA graphs (issue 13)
+fi
+if [[ $what == train ]]; then
+  # end-to-end pixel training against its floor, eager / compiled / CUDA graphs (issue
+  # 13), then PPO with one shared CNN at the large sizes: 28 cases, a call of its own
   python3 tools/bench_train.py --device cuda --num-envs 1024 4096 8192 16384 --rollout-steps 8 \
     --modes eager compile cudagraphs --max-mem-delta 0 | tee -a "$B"
+  python3 tools/bench_train.py --device cuda --agents ppo --num-envs 8192 16384 --rollout-steps 8 \
+    --modes eager cudagraphs --max-mem-delta 0 --set agent.shared_encoder=true | tee -a "$B"
 fi
 if [[ $what == pixels ]]; then
   # PPO on pixels at 8,192 envs to 0.9 held-out success, with its wall time (issue 13):
