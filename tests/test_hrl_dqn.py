@@ -31,6 +31,7 @@ from gpurl.progress import Progress
 from gpurl.train import build, load_config
 from gpurl.trainers.collector import make_collector
 from gpurl.trainers.replay import DeviceReplay
+from tools.common import training_batch
 
 from .conftest import SMALL_PACKING, assert_iterations_read_nothing
 
@@ -461,3 +462,40 @@ def test_sample_is_a_tensordict_of_the_compact_state():
     assert isinstance(batch, TensorDict)
     assert set(batch.keys()) >= {"heightmap", "items", "candidates", "action", "next"}
     assert batch["action"].shape == (4, 4)
+
+
+# -- compile --------------------------------------------------------------------------------
+def small_trainer(tmp_path, *extra):
+    torch.manual_seed(0)
+    cfg = load_config([*SMALL_PACKING, "logger=none", "trainer.init_random_frames=1000000", *extra])
+    return build(cfg, tmp_path)
+
+
+@pytest.mark.slow  # compiling both levels' update on 2 cores: about 95 s
+def test_compiled_update_matches_eager(tmp_path):
+    """compile.update compiles learn (both levels' losses and optimizer steps): three
+    updates give eager's losses and weights to float rounding."""
+    eager = small_trainer(tmp_path / "eager")
+    compiled = small_trainer(tmp_path / "compiled", "compile.update=true")
+    batch = training_batch(eager)
+    progress = eager.agent.progress  # the same schedules for both
+    runs = []
+    for tr in (eager, compiled):
+        torch.manual_seed(1)
+        runs.append([tr.agent.update(batch.clone(), progress) for _ in range(3)])
+    for a, b in zip(*runs, strict=True):
+        for key in ("loss_worker", "loss_manager", "q_worker", "q_manager"):
+            torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-4)
+    for name in ("worker", "manager", "worker_target", "manager_target"):
+        theirs = getattr(compiled.agent, name).state_dict()
+        for k, v in getattr(eager.agent, name).state_dict().items():
+            torch.testing.assert_close(theirs[k], v, rtol=1e-4, atol=1e-4, msg=f"{name}.{k}")
+
+
+def test_compile_policy_is_refused_in_one_line(tmp_path):
+    """HRLPolicy reads the progress record's episodes, which the traced policy does not
+    carry: compile.policy is refused with a one-line fix; compile.update alone builds."""
+    with pytest.raises(ConfigError, match="compile.policy=false") as err:
+        small_trainer(tmp_path / "policy", "compile.policy=true")
+    assert "\n" not in str(err.value)
+    assert small_trainer(tmp_path / "update", "compile.update=true").agent.compiled_steps

@@ -404,6 +404,8 @@ class HRLDQNAgent(Agent):
         self.updates += 1
         return metrics
 
+    compiled_steps = ("learn",)  # compile.update: both levels' losses and steps, one graph
+
     def learn(self, batch: TensorDict) -> TensorDict:
         with self.autocast():
             return self._learn(batch)

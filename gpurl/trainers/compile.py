@@ -183,8 +183,16 @@ class InductorPolicy:
 def compile_policy(policy, spec: CompileSpec):
     """The module the collector acts with: the agent's policy, compiled and/or graphed.
     The agent keeps its eager policy for evaluation (same parameters)."""
+    from gpurl.policies.wrapper import PolicyWrapper
+
     acting = policy
     if spec.policy:
+        if not isinstance(policy, PolicyWrapper):  # the trace feeds it progress.frames alone
+            raise ConfigError(
+                f"compile.policy traces PolicyWrapper policies, and this agent acts with "
+                f"{type(policy).__name__}: leave it out (compile.policy=false; "
+                f"compile.update still applies)"
+            )
         acting = InductorPolicy(policy, spec.mode)
     if spec.cudagraphs:
         from tensordict.nn import CudaGraphModule
@@ -197,8 +205,8 @@ def compile_policy(policy, spec: CompileSpec):
             device=policy.progress.frames.device,
         )
     for name in ("in_keys", "out_keys", "exploration", "episode_end"):  # what collectors read
-        if not hasattr(acting, name):
-            setattr(acting, name, getattr(policy, name))
+        if not hasattr(acting, name) and hasattr(policy, name):  # (not every policy explores
+            setattr(acting, name, getattr(policy, name))  # through modules: HRLPolicy)
     return acting
 
 
