@@ -130,14 +130,18 @@ def transition(td, nxt, gamma: float) -> TensorDict:
     )
 
 
+def first_item_maps(agent: HRLDQNAgent, env: PackingEnv) -> torch.Tensor:
+    """The worker's input maps [24, C, R, R] for the env's first item, as when acting."""
+    hm, pid = env.hm, env.items[:, 0]
+    z, legal = agent.geom.placement(hm, pid)
+    return worker_inputs(agent.geom, hm, pid, all_orientations(hm.device), z, legal)[0]
+
+
 @torch.no_grad()
 def unet_floor(agent: HRLDQNAgent, env: PackingEnv, passes: int, device) -> tuple[float, float]:
     """The worker U-Net over 24 orientation maps, `passes` times, in a tight loop, in the
     agent's chunks of orientations as the episode runs them: (wall, process CPU) seconds."""
-    hm = env.hm
-    pid = env.items[:, 0]
-    z, legal = agent.geom.placement(hm, pid)
-    maps = worker_inputs(agent.geom, hm, pid, all_orientations(hm.device), z, legal)[0]
+    maps = first_item_maps(agent, env)
     chunks = [maps[i : i + agent.worker_chunk] for i in range(0, len(maps), agent.worker_chunk)]
     with agent.autocast():
         for chunk in chunks:  # warm-up
@@ -154,9 +158,8 @@ def unet_floor(agent: HRLDQNAgent, env: PackingEnv, passes: int, device) -> tupl
 @torch.no_grad()
 def gflop_per_pass(agent: HRLDQNAgent, env: PackingEnv) -> tuple[float, float]:
     """GFLOP of one U-Net map and of one manager candidate at the env's resolution."""
-    hm, pid = env.hm, env.items[:, 0]
-    z, legal = agent.geom.placement(hm, pid)
-    maps = worker_inputs(agent.geom, hm, pid, all_orientations(hm.device), z, legal)[0, :1]
+    hm = env.hm
+    maps = first_item_maps(agent, env)[:1]
     cand = manager_maps(agent.geom, hm, env.items[:, :1])
     scalars = torch.zeros(1, 1, MANAGER_SCALARS, device=hm.device)
     counts = []

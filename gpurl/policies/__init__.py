@@ -15,7 +15,6 @@ from gpurl.policies.heads import (
     ValueNetwork,
 )
 from gpurl.policies.networks import (
-    FEATURES,
     CNNEncoder,
     SharedFeatures,
     SpecEncoder,
@@ -33,7 +32,6 @@ __all__ = [
     "Critic",
     "DeterministicActor",
     "EpsilonGreedy",
-    "FEATURES",
     "GaussianNoise",
     "LOG_PROB",
     "LinearSchedule",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from gpurl.errors import ConfigError
+from gpurl.policies.wrapper import PolicyWrapper
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,6 @@ class InductorPolicy:
 def compile_policy(policy, spec: CompileSpec):
     """The module the collector acts with: the agent's policy, compiled and/or graphed.
     The agent keeps its eager policy for evaluation (same parameters)."""
-    from gpurl.policies.wrapper import PolicyWrapper
-
     acting = policy
     if spec.policy:
         if not isinstance(policy, PolicyWrapper):  # the trace feeds it progress.frames alone
