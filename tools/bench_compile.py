@@ -367,6 +367,8 @@ MARINENAV_ROBOTS = 5
 AGENT_CASES.update(
     {f"marinenav_{a}": [f"experiment=marinenav_{a}", "env.stage=5"] for a in MARINENAV_AGENTS}
 )
+# The packing agent as its CPU preset builds it (16 envs, batch 32): --agents packing_hrl_cpu.
+AGENT_CASES["packing_hrl_cpu"] = ["experiment=packing_hrl_cpu"]
 AGENT_MODES = {
     "eager": [],
     "compiled": ["compile=full"],
@@ -397,10 +399,13 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
 
     device = torch.device(args.device)
     on_policy = "trainer=on_policy" in AGENT_CASES[agent]
-    preset = agent.startswith("marinenav_")  # the preset's networks and batch size
-    # MarineNav's step has no pure core for compile_env: compile the agent, not the env.
+    # a preset's networks and batch size
+    preset = agent.startswith(("marinenav_", "packing_"))
+    # MarineNav's and packing's steps have no pure core for compile_env, and the packing
+    # policy is not a PolicyWrapper for compile.policy: compile what they have
+    keep_eager = ["compile.env=false"] + (["compile.policy=false"] if "packing" in agent else [])
     compile_overrides = AGENT_MODES[mode] + (
-        ["compile.env=false"] if preset and "compile=full" in AGENT_MODES[mode] else []
+        keep_eager if preset and "compile=full" in AGENT_MODES[mode] else []
     )
     overrides = [
         *AGENT_CASES[agent],
@@ -442,7 +447,7 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
         "compile": compile_overrides,
         "num_envs": num_envs,
         "batch_size": batch.numel(),
-        "hidden": list(cfg.agent.hidden),
+        "hidden": list(cfg.agent.get("hidden") or []),
         "updates_per_sec": round(1 / min(per_update), 1),
         "samples_per_sec": round(batch.numel() / min(per_update), 1),
         "updates_per_sec_median": round(1 / statistics.median(per_update), 1),
