@@ -12,7 +12,7 @@ learning_curve.png and summary.json, whose path is the last line printed. A run
 stopped by a fault (gpurl.errors.RunFault: a NaN, a full disk) prints one line, exits
 1 and keeps its directory, checkpoints included, with the line in error.txt.
 
-Under torchrun (trainers/distributed.py) rank 0 alone writes the run directory; the
+Under torchrun (core/distributed.py) rank 0 alone writes the run directory; the
 other ranks' Hydra output goes to a temporary directory that is removed at exit.
 """
 
@@ -29,11 +29,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gpurl.agents import make_agent
+from gpurl.core import distributed
+from gpurl.core.progress import Progress
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
-from gpurl.progress import Progress
-from gpurl.trainers import distributed
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
 from gpurl.trainers.compile import CompileSpec, compile_agent, compile_env_if, compile_policy
@@ -91,8 +91,7 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         torch.set_num_threads(int(cfg.threads))
     env = make_env(cfg.env, device=device, seed=rank_seed)
     eval_env = make_eval_env(cfg.env, device=device, seed=int(cfg.seed))
-    if hasattr(eval_env, "check_evaluation"):
-        eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
+    eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
     info = env_info(env)
     progress = Progress(device, world)
     agent = make_agent(

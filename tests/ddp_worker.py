@@ -12,11 +12,11 @@ import sys
 import torch
 
 from gpurl.agents import make_agent
+from gpurl.core import distributed
+from gpurl.core.progress import Progress
 from gpurl.envs import make_env
 from gpurl.envs.info import env_info
-from gpurl.progress import Progress
 from gpurl.train import load_config
-from gpurl.trainers import distributed
 from gpurl.trainers.collector import make_collector
 from gpurl.trainers.replay import DeviceReplay
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from gpurl.core.compile import CompileSpec
 from gpurl.errors import ConfigError
 from gpurl.train import build, load_config
-from gpurl.trainers.compile import CompileSpec
 from tools.common import training_batch
 
 from .conftest import iterate_without_syncs, requires_cuda

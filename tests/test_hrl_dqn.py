@@ -21,13 +21,13 @@ from gpurl.agents.hrl_dqn import (
     worker_q,
     worker_q_at,
 )
+from gpurl.core.progress import Progress
 from gpurl.envs.info import env_info
 from gpurl.envs.packing.baselines import HeuristicPolicy
 from gpurl.envs.packing.env import PackingEnv
 from gpurl.envs.packing.features import MANAGER_SCALARS, orientation_maps, worker_maps
 from gpurl.errors import ConfigError
 from gpurl.policies.packing import WORKER_INPUTS, WorkerUNet
-from gpurl.progress import Progress
 from gpurl.train import build, load_config
 from gpurl.trainers.collector import make_collector
 from gpurl.trainers.replay import DeviceReplay

@@ -12,12 +12,13 @@ from torch import nn
 from gpurl.agents.base import hard_update, polyak_update
 from gpurl.agents.dqn import dqn_target
 from gpurl.agents.sac import temperature_loss
+from gpurl.core.progress import Progress
+from gpurl.core.replay import ReplaySpec, weighted_mean
 from gpurl.envs.cartpole import CartPoleEnv
 from gpurl.envs.info import env_info
 from gpurl.envs.marinenav import MarineNavEnv
-from gpurl.progress import Progress
 from gpurl.train import build, load_config
-from gpurl.trainers.replay import DeviceReplay, ReplaySpec, weighted_mean
+from gpurl.trainers.replay import DeviceReplay
 
 GAMMA = 0.9
 

@@ -11,7 +11,6 @@ from gpurl.envs.pixels import PixelsEnv
 from gpurl.envs.pixels.env import WORLD_IDS
 from gpurl.policies import LOG_PROB, VALUE
 from gpurl.train import build, load_config
-from gpurl.trainers.evaluation import evaluate
 from gpurl.utils.host_reads import count_host_reads
 
 from .conftest import requires_cuda
@@ -91,12 +90,12 @@ def test_env_stats_reach_the_logs_without_host_reads(tmp_path):
             nxt = tr.collector.buffer["next"]
             goals, episodes = goals + nxt["terminated"].sum(), episodes + nxt["done"].sum()
     assert reads.count == 0, reads.report()
-    stats = tr.read_env_stats()
+    stats = tr.env.read_stats()
     tracked = tr.tracker.read()
     assert stats["episodes"] == episodes.item() == tracked["episodes"]
     assert stats["success"] == pytest.approx(goals.item() / episodes.item())
     assert stats["length"] == pytest.approx(tracked["length"])
-    assert tr.read_env_stats() is None  # nothing ended since
+    assert tr.env.read_stats() is None  # nothing ended since
 
 
 def test_evaluation_uses_held_out_worlds(tmp_path):
@@ -146,9 +145,8 @@ def test_evaluation_protocol_reports_success_and_length():
     assert metrics["length"] == pytest.approx(sum(length) / 6)
     assert 0 < metrics["success"] < 1  # the check sees both outcomes
     right_then_down.t = -1
-    assert evaluate(PixelsEnv(**kw), right_then_down).mean().item() == pytest.approx(
-        metrics["return"], abs=1e-5
-    )
+    returns = PixelsEnv(**kw).play_episodes(right_then_down)["return"]
+    assert returns.mean().item() == pytest.approx(metrics["return"], abs=1e-5)
 
 
 @requires_cuda

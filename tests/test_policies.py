@@ -6,6 +6,7 @@ from tensordict import TensorDict
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from gpurl.core.progress import Progress
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 from gpurl.policies import (
@@ -19,7 +20,6 @@ from gpurl.policies import (
     make_exploration,
 )
 from gpurl.policies.exploration import uniform_legal_action
-from gpurl.progress import Progress
 
 
 def make_info(action_spec, obs_dim=3, mask=False, extra=None):

@@ -6,10 +6,10 @@ refuses what it cannot learn."""
 import pytest
 import torch
 
+from gpurl.core.returns import q_lambda
 from gpurl.errors import ConfigError
 from gpurl.policies import VALUE
 from gpurl.train import build, load_config
-from gpurl.trainers.returns import q_lambda
 
 
 def small(tmp_path, overrides=()):

@@ -1,11 +1,11 @@
-"""Hand-computed checks of n-step returns, GAE and Q(lambda) (gpurl.trainers.returns)."""
+"""Hand-computed checks of n-step returns, GAE and Q(lambda) (gpurl.core.returns)."""
 
 import math
 
 import pytest
 import torch
 
-from gpurl.trainers.returns import gae, nstep_returns, q_lambda
+from gpurl.core.returns import gae, nstep_returns, q_lambda
 from gpurl.utils.host_reads import count_host_reads
 
 NAN = float("nan")

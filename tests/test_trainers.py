@@ -2,12 +2,12 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from gpurl.core.progress import Progress
 from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.foreign import first_episode_returns
 from gpurl.envs.info import env_info
 from gpurl.policies import PolicyWrapper, QNetwork, SpecEncoder, make_exploration
-from gpurl.progress import Progress
 from gpurl.trainers.collector import LeanCollector
-from gpurl.trainers.evaluation import evaluate, first_episode_returns
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
 
 
@@ -60,7 +60,7 @@ class PushRight(torch.nn.Module):
 def test_evaluate_counts_one_greedy_episode_per_env():
     env = CartPoleEnv(num_envs=5, seed=3)
     policy = PolicyWrapper(PushRight(), env_info(env), Progress())
-    returns = evaluate(env, policy)
+    returns = env.play_episodes(policy)["return"]
     # replay the same starts step by step: pushing right always tips the pole in ~10 steps
     replay = CartPoleEnv(num_envs=5, seed=3)
     replay.lean_reset()

@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.envs.utils import ExplorationType  # noqa: E402
 
+from gpurl.core.progress import Progress  # noqa: E402
 from gpurl.envs import make_env  # noqa: E402
 from gpurl.envs.info import env_info  # noqa: E402
 from gpurl.policies import EpsilonGreedy, LinearSchedule, PolicyWrapper, QNetwork  # noqa: E402
 from gpurl.policies.networks import make_encoder  # noqa: E402
-from gpurl.progress import Progress  # noqa: E402
 from gpurl.trainers.collector import LeanCollector  # noqa: E402
 from gpurl.trainers.compile import CompileSpec, compile_env_if, compile_policy  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402

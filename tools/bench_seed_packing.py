@@ -52,6 +52,7 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpurl.agents.hrl_dqn import HRLDQNAgent, worker_inputs  # noqa: E402
+from gpurl.core.progress import Progress  # noqa: E402
 from gpurl.envs.info import env_info  # noqa: E402
 from gpurl.envs.packing.env import PackingEnv  # noqa: E402
 from gpurl.envs.packing.features import (  # noqa: E402
@@ -59,7 +60,6 @@ from gpurl.envs.packing.features import (  # noqa: E402
     all_orientations,
     manager_maps,
 )
-from gpurl.progress import Progress  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 SEED_YCB_SEC = 68.0

@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpurl.envs import make_eval_env  # noqa: E402
 from gpurl.train import load_config  # noqa: E402
-from gpurl.trainers.evaluation import evaluate  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
@@ -51,11 +50,7 @@ def main(argv=None) -> int:
         # the evaluation env of a run (train.build): the same worlds the run is judged on
         env = make_eval_env(cfg.env, device="cpu", seed=seed)
         policy = uniform_policy(int(env.action_spec.n))
-        protocol = getattr(env, "evaluation_protocol", None)
-        if protocol is not None:
-            passes = [protocol(policy) for _ in range(args.passes)]
-        else:
-            passes = [{"return": evaluate(env, policy).mean().item()} for _ in range(args.passes)]
+        passes = [env.evaluation_protocol(policy) for _ in range(args.passes)]
         returns = [m["return"] for m in passes]
         extra = {}
         if "success" in passes[0]:

@@ -16,9 +16,9 @@ from gpurl.agents.pqn import PQNAgent
 from gpurl.agents.rainbow import RainbowAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
+from gpurl.core.progress import Progress
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
-from gpurl.progress import Progress
 
 AGENTS: dict[str, type[Agent]] = {
     "dqn": DQNAgent,

@@ -36,6 +36,7 @@ from gpurl.agents.base import (
     target_copy,
 )
 from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss, tail_fractions
+from gpurl.core.replay import weighted_mean
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     DeterministicActor,
@@ -44,7 +45,6 @@ from gpurl.policies import (
     make_exploration,
     mlp,
 )
-from gpurl.trainers.replay import weighted_mean
 
 
 class QuantileCritic(nn.Module):

@@ -23,11 +23,12 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.data import Bounded
 
+from gpurl.core.distributed import average_gradients
+from gpurl.core.private import foreach_copy_, foreach_lerp_
+from gpurl.core.progress import Progress
+from gpurl.core.replay import ReplaySpec
 from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
-from gpurl.progress import Progress
-from gpurl.trainers.distributed import average_gradients
-from gpurl.trainers.replay import ReplaySpec
 
 
 def require_discrete(info: EnvInfo, agent: str, fits: str) -> int:
@@ -62,12 +63,12 @@ def target_copy(net: nn.Module) -> nn.Module:
 @torch.no_grad()
 def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
     """target <- target + tau (online - target), one fused lerp over all parameters."""
-    torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)
+    foreach_lerp_(target.parameters(), online.parameters(), tau)
 
 
 @torch.no_grad()
 def hard_update(target: nn.Module, online: nn.Module) -> None:
-    torch._foreach_copy_(list(target.parameters()), list(online.parameters()))
+    foreach_copy_(target.parameters(), online.parameters())
 
 
 def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: float | None):
@@ -75,7 +76,7 @@ def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: floa
     autocasts the forward passes only: gradients and optimizer state stay fp32).
 
     Every agent steps its optimizers here, so this is where data-parallel training
-    averages gradients (trainers/distributed.py; nothing happens with one process)."""
+    averages gradients (core/distributed.py; nothing happens with one process)."""
     params = list(params)
     with torch.autocast(loss.device.type, enabled=False):
         optimizer.zero_grad(set_to_none=True)

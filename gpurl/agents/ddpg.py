@@ -14,8 +14,8 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
+from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, DeterministicActor, PolicyWrapper, make_encoder, make_exploration
-from gpurl.trainers.replay import weighted_mean
 
 
 class DDPGAgent(Agent):

@@ -25,6 +25,7 @@ from gpurl.agents.base import (
     require_discrete,
     target_copy,
 )
+from gpurl.core.replay import weighted_mean
 from gpurl.policies import (
     PolicyWrapper,
     QNetwork,
@@ -32,7 +33,6 @@ from gpurl.policies import (
     make_exploration,
     resample_noise,
 )
-from gpurl.trainers.replay import weighted_mean
 
 
 def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -41,6 +41,10 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 
 from gpurl.agents.base import Agent, clip_and_step, make_optimizer, target_copy
+from gpurl.core.compile import autocast, bf16_supported
+from gpurl.core.private import foreach_lerp_
+from gpurl.core.progress import Progress
+from gpurl.core.replay import ReplaySpec, weighted_mean
 from gpurl.envs.info import EnvInfo
 from gpurl.envs.packing.baselines import uniform_choice
 from gpurl.envs.packing.features import (
@@ -55,9 +59,6 @@ from gpurl.envs.packing.placement import placement_maps, void_depth
 from gpurl.errors import ConfigError
 from gpurl.policies.packing import ManagerNet, WorkerUNet
 from gpurl.policies.wrapper import exploring
-from gpurl.progress import Progress
-from gpurl.trainers.compile import autocast, bf16_supported
-from gpurl.trainers.replay import ReplaySpec, weighted_mean
 
 OBS_KEYS = ["heightmap", "items", "candidates", "candidate_mask", "candidate_features"]
 HEURISTICS = 4  # largest, smallest, random, flattest
@@ -399,7 +400,7 @@ class HRLDQNAgent(Agent):
             (self.manager_target, self.manager),
             (self.worker_target, self.worker),
         ):
-            torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), due)
+            foreach_lerp_(target.parameters(), online.parameters(), due)
         self.copied.copy_(torch.maximum(self.copied, rnd))
         self.updates += 1
         return metrics

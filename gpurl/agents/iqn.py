@@ -32,8 +32,8 @@ from gpurl.agents.base import (
     target_copy,
 )
 from gpurl.agents.dqn import masked_q
+from gpurl.core.replay import weighted_mean
 from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
-from gpurl.trainers.replay import weighted_mean
 
 
 def quantile_huber_loss(pred, target, taus, kappa: float = 1.0) -> torch.Tensor:

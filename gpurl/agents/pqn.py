@@ -29,9 +29,9 @@ from torch import Tensor
 
 from gpurl.agents.base import AnnealedLRAgent, clip_and_step, require_discrete
 from gpurl.agents.dqn import masked_q
+from gpurl.core.returns import q_lambda
 from gpurl.errors import ConfigError
 from gpurl.policies import PolicyWrapper, QNetwork, make_encoder, make_exploration
-from gpurl.trainers.returns import q_lambda
 
 
 class PQNAgent(AnnealedLRAgent):

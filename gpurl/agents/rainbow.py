@@ -6,7 +6,7 @@ The return distribution lives on a fixed support of `atoms` points in [v_min, v_
 The spec's FIX: the old code's support [-1, 1] sat far below MarineNav's returns (+10
 on arrival plus up to ~50 m of progress reward), so every target was clipped to its
 top atom; the support here is a config entry sized to the returns (agent/rainbow.yaml
-says how). The n-step returns come from the replay (trainers/returns.py), built per
+says how). The n-step returns come from the replay (core/returns.py), built per
 (env, robot) stream and cut at episode ends; the categorical projection of
 r + gamma^n Z(s', a*) onto the support is `categorical_projection` below, a scatter
 with no host reads. Priorities are the per-sample cross-entropy (Rainbow's KL).
@@ -19,8 +19,8 @@ from tensordict import TensorDict
 
 from gpurl.agents.base import clip_and_step, polyak_update
 from gpurl.agents.dqn import DQNAgent, masked_q
+from gpurl.core.replay import weighted_mean
 from gpurl.errors import ConfigError
-from gpurl.trainers.replay import weighted_mean
 
 
 def categorical_projection(

@@ -19,8 +19,8 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
+from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encoder, make_exploration
-from gpurl.trainers.replay import weighted_mean
 
 
 def temperature_loss(log_alpha, logp, target_entropy: float, batch) -> torch.Tensor:

@@ -68,6 +68,6 @@ def make_eval_env(env_cfg: Mapping, device="cpu", seed: int = 0):
     training env of any seed or size has."""
     name = env_cfg["name"]
     cfg = dict(env_cfg)
-    if name in NATIVE_ENVS and getattr(NATIVE_ENVS[name], "has_held_out", False):
+    if name in NATIVE_ENVS and NATIVE_ENVS[name].has_held_out:
         cfg["held_out"] = True
     return make_env(cfg, device=device, seed=seed + EVAL_SEED_OFFSET, num_envs=cfg["eval_envs"])

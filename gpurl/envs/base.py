@@ -28,16 +28,16 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
-from gpurl.errors import ActionOutOfRangeError, ConfigError
+from gpurl.core.private import unchecked_tensordict
+from gpurl.envs.hooks import EnvHooks
+from gpurl.errors import ConfigError
 
 
 def fast_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
-    """A TensorDict over tensors already known to have the right batch size and device.
-
-    Skips the per-entry validation of the public constructor (about 5x cheaper, which
-    counts on the lean path: two per env step). Entries must be well-formed.
-    """
-    return TensorDict._new_unsafe(source, batch_size=batch_size, device=device)
+    """A TensorDict over tensors already known to have the right batch size and device,
+    without the public constructor's checks (core.private.unchecked_tensordict): the
+    lean path builds two a step. Entries must be well-formed."""
+    return unchecked_tensordict(source, batch_size, device)
 
 
 @dataclass(frozen=True)
@@ -64,16 +64,13 @@ class LeanCore:
     pack: Callable = lambda *work: work
 
 
-class NativeEnv(EnvBase):
-    #: episode length at which `truncated` is set; evaluation runs at most this many steps
-    max_episode_steps: int
+class NativeEnv(EnvHooks, EnvBase):
+    """The shell of every native env; gpurl's hooks (envs/hooks.py) with their defaults.
+    `max_episode_steps` is the episode length at which `truncated` is set."""
+
     #: benchmark knob (tools/bench_env.py --force-resets): when True, every step ends every
     #: episode (reported as truncated), so every step runs the env's reset path
     force_reset: bool = False
-    #: env.validate_actions: when True, every step (both faces, compiled or not) checks the
-    #: action against the action spec and raises ActionOutOfRangeError; a host read per
-    #: step, so off by default and the hot path is unchanged
-    validate_actions: bool = False
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", seed: int = 0):
         if int(num_envs) < 1:
@@ -130,31 +127,6 @@ class NativeEnv(EnvBase):
         zeros = torch.zeros((*self.batch_size, 1), dtype=torch.bool, device=self.device)
         out.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
         return out
-
-    def check_action(self, action: torch.Tensor) -> None:
-        """Raise ActionOutOfRangeError, in one line, unless `action` lies in the action
-        spec (a host read: only with validate_actions)."""
-        spec = self.action_spec
-        if bool(spec.is_in(action.to(spec.device))):
-            return
-        space = spec.space
-        if hasattr(space, "low"):
-            allowed = f"[{space.low.min().item():g}, {space.high.max().item():g}]"
-            bad = action[~((action >= space.low) & (action <= space.high))]
-        elif hasattr(space, "n"):
-            allowed = f"{{0, ..., {space.n - 1}}}"
-            bad = action[(action < 0) | (action >= space.n)]
-        else:
-            allowed, bad = type(spec).__name__, action.reshape(-1)
-        seen = bad.reshape(-1)[:1].tolist() or [
-            f"dtype {action.dtype}, shape {tuple(action.shape)}"
-        ]
-        raise ActionOutOfRangeError(
-            f"{type(self).__name__} got an action outside its action spec: {seen[0]} "
-            f"(allowed {allowed}, dtype {spec.dtype}, shape {tuple(spec.shape)}); make the "
-            f"policy emit actions in the spec (clip or map them), or set "
-            f"env.validate_actions=false to skip this check"
-        )
 
     def _advance_forced(self, action: torch.Tensor):
         if self.validate_actions:  # a Python flag: the check's host read only when asked
@@ -242,6 +214,10 @@ class NativeEnv(EnvBase):
         nxt.update(reward=reward, done=done, terminated=terminated, truncated=truncated)
         self._reset_where(done.reshape(self.batch_size))
         return fast_tensordict(nxt, self.batch_size, self.device), self._observation_td()
+
+    def evaluation_protocol(self, policy) -> dict[str, float]:
+        """The greedy-return fallback: the mean return of one episode per env."""
+        return {"return": self.play_episodes(policy)["return"].mean().item()}
 
     @torch.no_grad()
     def play_episodes(self, policy, max_steps: int | None = None) -> dict[str, torch.Tensor]:

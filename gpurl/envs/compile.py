@@ -44,46 +44,11 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 from torchrl.data import Bounded, Categorical
 
+from gpurl.core.compile import compile_flat
 from gpurl.envs.base import LeanCore, NativeEnv, fast_tensordict
 from gpurl.errors import ConfigError
-
-BACKENDS = ("inductor", "dynamo")
-
-
-def compile_flat(
-    fn: Callable, example_inputs: tuple, backend: str = "inductor", **torch_compile_kwargs
-) -> Callable:
-    """Compile `fn`, a pure function of tensors returning a tuple of tensors, for inputs
-    shaped like `example_inputs`.
-
-    "inductor": traced once with make_fx (fixed shapes) and compiled by
-    torch._inductor.compile; no Dynamo guards run per call, so the caller
-    keeps the shapes, dtypes and devices of `example_inputs`. `torch_compile_kwargs` may
-    carry `options` (Inductor config) and `mode` (torch.compile's modes).
-    "dynamo": torch.compile(fn, fullgraph=True, dynamic=False, **torch_compile_kwargs).
-    """
-    if backend == "dynamo":
-        return torch.compile(fn, **{"fullgraph": True, "dynamic": False, **torch_compile_kwargs})
-    if backend != "inductor":
-        raise ConfigError(f"unknown compile backend '{backend}': choose one of {BACKENDS}")
-    kwargs = dict(torch_compile_kwargs)
-    options = dict(kwargs.pop("options", None) or {})
-    mode = kwargs.pop("mode", None)
-    if mode not in (None, "default"):
-        options = {**torch._inductor.list_mode_options(mode), **options}
-    kwargs.pop("fullgraph", None), kwargs.pop("dynamic", None)
-    if kwargs:
-        raise ConfigError(
-            f"compile options {sorted(kwargs)} need backend='dynamo'"
-            " (backend 'inductor' takes options and mode)"
-        )
-    with torch.no_grad():
-        graph = make_fx(fn, tracing_mode="fake")(*example_inputs)
-        return torch._inductor.compile(graph, list(example_inputs), options=options or None)
-
 
 # -- compiled lean step ----------------------------------------------------------------
 

@@ -10,8 +10,9 @@ and rewards are moved to `device`.
 from __future__ import annotations
 
 import torch
-from torchrl.envs import DeviceCastTransform, GymWrapper, TransformedEnv
+from torchrl.envs import DeviceCastTransform, GymWrapper
 
+from gpurl.envs.foreign import ForeignEnv
 from gpurl.errors import ConfigError
 
 
@@ -26,7 +27,7 @@ class CPUGymWrapper(GymWrapper):
         return super()._reset(tensordict, **kwargs)
 
 
-def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
+def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0) -> ForeignEnv:
     try:
         import gymnasium as gym
     except ImportError as err:
@@ -46,9 +47,7 @@ def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0):
     )
     env = CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")
     env.set_seed(seed)
-    if torch.device(device).type != "cpu":
-        # The simulator is on the CPU: the env stays there and a transform moves
-        # observations and rewards to the device and actions back.
-        env = TransformedEnv(env, DeviceCastTransform(device, "cpu"))
-    env.max_episode_steps = gym.spec(env_id).max_episode_steps or 1000
-    return env
+    # The simulator is on the CPU: the env stays there and, on another device, a
+    # transform moves observations and rewards to the device and actions back.
+    cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
+    return ForeignEnv(env, cast, max_episode_steps=gym.spec(env_id).max_episode_steps or 1000)

@@ -12,12 +12,12 @@ Agents never look at env classes (DESIGN.md): they get an EnvInfo, which names
   ("agents", "reward") when the env has a group, the root entries otherwise;
 - the env batch shape and the group shape (robots), so a replay can flatten
   (env, robot) slots into independent streams;
-- optional extras an env may offer: a model the policy may call (packing's geometry)
-  and an evaluation protocol (MarineNav's fixed scenario set).
+- the typical scale of each observation feature and a model the policy may call
+  (packing's geometry), from the env's declared hooks (envs/hooks.py).
 
 Conventions read from the specs: an entry named "info" (or under it) is diagnostics,
 never a network input; "<name>_mask" is the slot mask of entry "<name>"; "action_mask"
-is the action mask; an env declares its validity key with a `valid_key` attribute.
+is the action mask; an env declares its validity key with its `valid_key` hook.
 """
 
 from __future__ import annotations
@@ -28,25 +28,11 @@ from typing import Any
 import torch
 from torchrl.data import Bounded, Categorical, Composite, MultiCategorical, OneHot
 
+from gpurl.core.keys import NestedKey, leaf, normalize, sibling
+from gpurl.envs.foreign import as_gpurl_env
 from gpurl.errors import ConfigError
 
-NestedKey = str | tuple[str, ...]
 ACTION_MASK = "action_mask"
-
-
-def _key(key) -> NestedKey:
-    """Nested keys as tuples, root keys as plain strings (how TensorDict prints them)."""
-    if isinstance(key, tuple) and len(key) == 1:
-        return key[0]
-    return key
-
-
-def _leaf(key: NestedKey) -> str:
-    return key[-1] if isinstance(key, tuple) else key
-
-
-def _sibling(key: NestedKey, name: str) -> NestedKey:
-    return (*key[:-1], name) if isinstance(key, tuple) else name
 
 
 @dataclass(frozen=True)
@@ -70,9 +56,7 @@ class EnvInfo:
     # 1 m/s speeds) reach the first layer at unit scale.
     obs_scales: dict[NestedKey, tuple[float, ...]] = field(default_factory=dict)
     device: torch.device = torch.device("cpu")
-    max_episode_steps: int = 1000
     model: Any = None
-    evaluation: Any = None
 
     # -- the action space ----------------------------------------------------------------
     @property
@@ -115,9 +99,11 @@ class EnvInfo:
 
 
 def env_info(env) -> EnvInfo:
-    """Read an env's specs (native or TorchRL-wrapped) into an EnvInfo."""
+    """Read an env's specs and declared hooks (native, or any TorchRL env through
+    envs/foreign.as_gpurl_env) into an EnvInfo."""
+    env = as_gpurl_env(env)
     batch = torch.Size(env.batch_size)
-    action_keys = [_key(k) for k in env.action_keys]
+    action_keys = [normalize(k) for k in env.action_keys]
     if len(action_keys) != 1:
         raise ConfigError(f"gpurl agents act on one action entry, this env has {action_keys}")
     action_key = action_keys[0]
@@ -129,23 +115,23 @@ def env_info(env) -> EnvInfo:
 
     def learn_key(name: str) -> NestedKey:
         nested = (*group, name)
-        keys = {_key(k) for k in env.full_reward_spec.keys(True, True)} | {
-            _key(k) for k in env.full_done_spec.keys(True, True)
+        keys = {normalize(k) for k in env.full_reward_spec.keys(True, True)} | {
+            normalize(k) for k in env.full_done_spec.keys(True, True)
         }
         return nested if group and nested in keys else name
 
-    valid_key = getattr(env, "valid_key", None)
+    valid_key = env.valid_key
     obs_spec: Composite = env.observation_spec
     obs_keys, slot_masks, action_mask_key = [], {}, None
-    leaves = [_key(k) for k in obs_spec.keys(True, True)]
+    leaves = [normalize(k) for k in obs_spec.keys(True, True)]
     for key in leaves:
         parts = key if isinstance(key, tuple) else (key,)
         if "info" in parts or key == valid_key:
             continue
-        if _leaf(key) == ACTION_MASK:
+        if leaf(key) == ACTION_MASK:
             action_mask_key = key
-        elif _leaf(key).endswith("_mask") and _sibling(key, _leaf(key)[: -len("_mask")]) in leaves:
-            slot_masks[_sibling(key, _leaf(key)[: -len("_mask")])] = key
+        elif leaf(key).endswith("_mask") and sibling(key, leaf(key)[: -len("_mask")]) in leaves:
+            slot_masks[sibling(key, leaf(key)[: -len("_mask")])] = key
         else:
             obs_keys.append(key)
     if not obs_keys:
@@ -175,11 +161,9 @@ def env_info(env) -> EnvInfo:
         valid_key=valid_key,
         action_mask_key=action_mask_key,
         slot_masks=slot_masks,
-        obs_scales={k: tuple(v) for k, v in getattr(env, "observation_scales", {}).items()},
+        obs_scales={k: tuple(v) for k, v in env.observation_scales.items()},
         device=torch.device(env.device) if env.device is not None else torch.device("cpu"),
-        max_episode_steps=int(getattr(env, "max_episode_steps", 1000)),
-        model=getattr(env, "model", None),
-        evaluation=getattr(type(env), "evaluation_protocol", None),
+        model=env.model,
     )
 
 

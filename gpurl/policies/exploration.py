@@ -1,8 +1,8 @@
-"""Exploration, composed around a policy's action, and the schedules it reads.
+"""Exploration, composed around a policy's action.
 
-A schedule is a closed-form function of a device counter of the progress record
-(DESIGN.md rule 5), so evaluating it never leaves the device. Each exploration module
-is `forward(action, td, frames) -> action`, acting on the batch in one pass:
+Noise levels follow schedules (core/schedules.py) of the progress record's frame
+counter, so evaluating them never leaves the device. Each exploration module is
+`forward(action, td, frames) -> action`, acting on the batch in one pass:
 
 - EpsilonGreedy: with probability epsilon(frames) per env (or per robot), a uniform
   random action: over the legal actions of a discrete space (action mask), over the
@@ -18,20 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gpurl.core.schedules import LinearSchedule
 from gpurl.errors import ConfigError
-
-
-class LinearSchedule:
-    """start -> end linearly over `steps` frames, then constant; `steps=0` means constant end."""
-
-    def __init__(self, start: float, end: float, steps: int):
-        self.start, self.end, self.steps = float(start), float(end), int(steps)
-
-    def __call__(self, step: torch.Tensor) -> torch.Tensor:
-        if self.steps <= 0:
-            return torch.full_like(step, self.end, dtype=torch.float32)
-        frac = (step.float() / self.steps).clamp(max=1.0)
-        return self.start + (self.end - self.start) * frac
 
 
 def uniform_legal_action(mask: torch.Tensor) -> torch.Tensor:

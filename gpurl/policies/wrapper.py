@@ -30,10 +30,10 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 
+from gpurl.core.progress import Progress
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 from gpurl.policies.networks import with_features
-from gpurl.progress import Progress
 
 LOG_PROB = "sample_log_prob"
 VALUE = "state_value"

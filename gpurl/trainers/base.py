@@ -11,7 +11,7 @@
 A subclass implements `iteration()` (no host reads) and adds its own state through
 `extra_state()` / `load_extra_state()`.
 
-Under torchrun (trainers/distributed.py) every rank runs this loop in step: `frames`
+Under torchrun (core/distributed.py) every rank runs this loop in step: `frames`
 counts all ranks' frames, the update metrics are averaged over the ranks at each log,
 and rank 0 alone evaluates, logs, shows the bar and writes checkpoints.
 
@@ -34,18 +34,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from gpurl.core import distributed
 from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
-from gpurl.trainers import distributed
 from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
 from gpurl.trainers.reporting import plot_learning_curve
-
-
-def env_state(env) -> dict:
-    """An env's state for exact resume: its own `state_dict` when it has one."""
-    fn = getattr(env, "env_state_dict", None)
-    return fn() if fn is not None else {}
 
 
 class Trainer:
@@ -71,8 +65,6 @@ class Trainer:
         # (file, frames) of the newest checkpoint known good: written or resumed from
         self.last_checkpoint: tuple[Path, int] | None = None
         self.checked_frames = 0  # frames at the last finite check that passed
-        # Envs with a curriculum (MarineNav) follow the trainer's frame count.
-        self.curriculum = getattr(env, "set_global_step", None)
 
     def iteration(self) -> None:
         raise NotImplementedError
@@ -130,7 +122,7 @@ class Trainer:
         if episodes is not None:
             scalars.update({f"train/episode_{k}": v for k, v in episodes.items()})
             self.train_history.append((self.frames, episodes["return"]))
-        env_stats = self.read_env_stats()
+        env_stats = self.env.read_stats()
         if env_stats is not None:  # the env's own counters (pixels: success, length)
             scalars.update({f"train/env_{k}": v for k, v in env_stats.items()})
         scalars["train/fps"] = self.frames / max(elapsed, 1e-9)
@@ -141,13 +133,6 @@ class Trainer:
             for k, v in scalars.items():
                 self.logger.log_scalar(k, v, step=self.frames)
         return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
-
-    def read_env_stats(self) -> dict[str, float] | None:
-        """The training env's own episode statistics since the last log (an env with
-        `read_stats`, e.g. env=pixels with info_mode=stats: success and episode length),
-        accumulated on the device as it steps and read here, once per log."""
-        read = getattr(self.env, "read_stats", None)
-        return read() if read is not None else None
 
     def evaluate(self) -> float:
         metrics = evaluate_protocol(self.eval_env, self.agent.policy)
@@ -179,8 +164,8 @@ class Trainer:
             "eval_metrics": self.eval_metrics,
             "eval_log": self.eval_log,
             "train_history": self.train_history,
-            "env": env_state(self.env),
-            "eval_env": env_state(self.eval_env),
+            "env": self.env.env_state_dict(),
+            "eval_env": self.eval_env.env_state_dict(),
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "meta": self.meta,
@@ -205,7 +190,7 @@ class Trainer:
         self.eval_log = [dict(x) for x in state.get("eval_log", [])]
         self.train_history = [tuple(x) for x in state["train_history"]]
         for key, env in (("env", self.env), ("eval_env", self.eval_env)):
-            if state[key] and hasattr(env, "load_env_state_dict"):
+            if state[key]:
                 env.load_env_state_dict(state[key])
         torch.set_rng_state(state["rng"])
         if state["cuda_rng"] and torch.cuda.is_available():

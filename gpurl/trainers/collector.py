@@ -28,10 +28,11 @@ from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from gpurl.core.private import foreach_copy_
+from gpurl.core.progress import Progress
 from gpurl.envs.base import NativeEnv
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
-from gpurl.progress import Progress
 
 
 def collected_keys(info: EnvInfo, policy, next_obs: bool) -> tuple[list, list]:
@@ -107,7 +108,7 @@ class LeanCollector:
                 if self.buffer is None:
                     self._allocate(td, nxt)
                 src = [td.get(k) for k in keys] + [nxt.get(k) for k in next_keys]
-                torch._foreach_copy_(self._views[t], src)
+                foreach_copy_(self._views[t], src)
                 done = nxt.get("done").reshape(env.batch_size)
                 progress.frames.add_(env.num_envs * progress.world_size)
                 progress.episodes.add_(done.sum())

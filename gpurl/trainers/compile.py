@@ -23,88 +23,9 @@ weights), so a greedy evaluation never replays a graph captured while exploring.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from dataclasses import dataclass
-
-import torch
-
+from gpurl.core.compile import CompileSpec, compile_flat, compile_step
 from gpurl.errors import ConfigError
 from gpurl.policies.wrapper import PolicyWrapper
-
-
-@dataclass(frozen=True)
-class CompileSpec:
-    update: bool = False
-    policy: bool = False
-    env: bool = False
-    cudagraphs: bool = False
-    amp: bool = False
-    mode: str | None = None  # torch.compile mode, e.g. "max-autotune-no-cudagraphs"
-    warmup: int = 3  # eager calls before a CUDA graph is captured
-
-    @classmethod
-    def from_config(cls, cfg, device) -> CompileSpec:
-        cfg = dict(cfg or {})
-        unknown = set(cfg) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(
-                f"unknown compile option(s) {sorted(unknown)}: use "
-                f"{', '.join('compile.' + k for k in cls.__dataclass_fields__)}"
-            )
-        spec = cls(**cfg)
-        if spec.cudagraphs and torch.device(device).type != "cuda":
-            raise ConfigError(
-                f"compile.cudagraphs needs a CUDA device, this run is on {device}: "
-                "set device=cuda or compile.cudagraphs=false"
-            )
-        if spec.warmup < 1:
-            raise ConfigError(f"compile.warmup must be >= 1, got {spec.warmup}")
-        return spec
-
-    @property
-    def active(self) -> bool:
-        return self.update or self.policy or self.env or self.cudagraphs or self.amp
-
-
-def bf16_supported(device: torch.device) -> bool:
-    """Whether `device` runs bf16 natively: CUDA, or a CPU with AVX-512 BF16 or AMX
-    instructions and oneDNN. (oneDNN also reports bf16 on any AVX-512 CPU, where it
-    emulates bf16; that is not counted here.)"""
-    if device.type == "cuda":
-        return True
-    if device.type != "cpu" or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return False
-    native = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in native)
-
-
-def autocast(device: torch.device, enabled: bool = True):
-    """bf16 autocast of forward passes on `device` (CPU or CUDA)."""
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
-
-
-def compile_step(fn, spec: CompileSpec, device):
-    """`fn` (TensorDict in, TensorDict out) wrapped as the spec asks: autocast inside,
-    torch.compile around it, a CUDA graph around that."""
-    device = torch.device(device)
-    if spec.amp:
-        inner = fn
-
-        @functools.wraps(inner)
-        def fn(*args, **kwargs):
-            with autocast(device):
-                return inner(*args, **kwargs)
-
-    if spec.update:
-        fn = torch.compile(fn, mode=spec.mode, dynamic=False)
-    if spec.cudagraphs:
-        from tensordict.nn import CudaGraphModule
-
-        fn = CudaGraphModule(fn, warmup=spec.warmup, device=device)
-    return fn
 
 
 def compile_agent(agent, spec: CompileSpec) -> None:
@@ -165,8 +86,6 @@ class InductorPolicy:
         return flat
 
     def __call__(self, td):
-        from gpurl.envs.compile import compile_flat
-
         inputs = [td.get(k) for k in self.in_keys]
         key = tuple(x.shape for x in inputs)
         fn = self.compiled.get(key)

@@ -1,40 +1,16 @@
-"""Evaluation on separate env copies: the env's own protocol when it has one, else one
-greedy episode per copy.
+"""Evaluation on separate env copies: the env's declared protocol (envs/hooks.py), greedy.
 
 `evaluate_protocol(env, policy)` returns host floats: "return" (the mean episode
 return, or the protocol's headline figure) and whatever else the env's protocol
 reports (MarineNav: success, travel time, energy, collisions, timeouts, overall and
-per stage; packing: packed count, utilisation, C, P, max height).
+per stage; packing: packed count, utilisation, C, P, max height). Envs without a
+protocol of their own play one greedy episode per copy (NativeEnv, ForeignEnv).
 """
 
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
-
-from gpurl.envs.base import NativeEnv
-
-
-def first_episode_returns(rollout: TensorDict) -> torch.Tensor:
-    """Sum of rewards up to and including each env's first done, for a rollout [N, T]."""
-    done = rollout["next", "done"].reshape(*rollout.shape, -1).any(-1).float()
-    alive = (done.cumsum(1) - done) == 0  # True until (and at) the first done
-    reward = rollout["next", "reward"].reshape(*rollout.shape, -1).sum(-1)
-    return (reward * alive).sum(1)
-
-
-@torch.no_grad()
-def evaluate(env, policy, max_steps: int | None = None) -> torch.Tensor:
-    """Run every copy of `env` greedily for one episode; return their returns [N]."""
-    max_steps = max_steps or env.max_episode_steps
-    with set_exploration_type(ExplorationType.DETERMINISTIC):
-        if not isinstance(env, NativeEnv):
-            # Envs that finish early are reset and stepped on (a vector env may not be
-            # stepped past its end); only each env's first episode is counted.
-            rollout = env.rollout(max_steps, policy, break_when_any_done=False)
-            return first_episode_returns(rollout)
-        return env.play_episodes(policy, max_steps)["return"]
 
 
 def greedy(policy):
@@ -49,9 +25,6 @@ def greedy(policy):
 
 
 def evaluate_protocol(env, policy) -> dict[str, float]:
-    """The env's evaluation protocol, greedy, with the greedy-return fallback."""
-    protocol = getattr(env, "evaluation_protocol", None)
+    """The env's evaluation protocol, acting greedily with `policy`."""
     with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-        if protocol is not None:
-            return dict(protocol(policy))
-    return {"return": evaluate(env, policy).mean().item()}
+        return dict(env.evaluation_protocol(policy))

@@ -52,8 +52,7 @@ class OffPolicyTrainer(Trainer):
     # -- the hot path -----------------------------------------------------------------------
     def iteration(self) -> None:
         """Collect one batch, store it, and run the updates it pays for. No host reads."""
-        if self.curriculum is not None:
-            self.curriculum(self.frames)  # a host int: nothing is read back
+        self.env.set_global_step(self.frames)  # a host int: nothing is read back
         batch = self.collector.rollout()
         frames = batch.numel() * self.world  # every rank collected as many
         self.frames += frames

@@ -25,11 +25,11 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
+from gpurl.core.returns import gae
 from gpurl.errors import ConfigError
 from gpurl.policies import VALUE
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.collector import make_collector
-from gpurl.trainers.returns import gae
 
 
 class OnPolicyTrainer(Trainer):
@@ -141,8 +141,7 @@ class OnPolicyTrainer(Trainer):
 
     def iteration(self) -> None:
         """Collect one rollout and learn from it. No host reads."""
-        if self.curriculum is not None:
-            self.curriculum(self.frames)
+        self.env.set_global_step(self.frames)  # a host int: nothing is read back
         batch = self.collector.rollout()
         if batch is not self._batch:  # the lean collector reuses one buffer: once
             self._allocate(batch)

@@ -117,6 +117,12 @@ class SumTreeSampler(_PrioritySampler):
     def total(self) -> Tensor:
         return self.tree[1].clone()
 
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"tree": self.tree}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.tree.copy_(state["tree"])
+
 
 class CumsumSampler(_PrioritySampler):
     """Priorities in a flat tensor; each sample scans them with a cumulative sum.
@@ -150,6 +156,12 @@ class CumsumSampler(_PrioritySampler):
         # The scan's last element, not .sum(): a different summation order could round
         # differently from the total that sample() divides by and clamps to.
         return torch.cumsum(self.priority, 0)[-1]
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"priority": self.priority}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.priority.copy_(state["priority"])
 
 
 def importance_weights(probability: Tensor, size: int | Tensor, beta: float | Tensor) -> Tensor:

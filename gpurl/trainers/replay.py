@@ -33,44 +33,18 @@ weights by (N P(i))^-beta / max.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import prod
 
 import torch
 from tensordict import TensorDict
 
+from gpurl.core.keys import as_tuple, normalize
+from gpurl.core.progress import Progress
+from gpurl.core.replay import ReplaySpec
+from gpurl.core.returns import nstep_returns
+from gpurl.core.schedules import LinearSchedule
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
-from gpurl.policies.exploration import LinearSchedule
-from gpurl.progress import Progress
-from gpurl.trainers.returns import nstep_returns
-
-
-@dataclass
-class ReplaySpec:
-    n_step: int = 1
-    gamma: float = 0.99
-    prioritized: bool = False
-    alpha: float = 0.6
-    beta_start: float = 0.4
-    beta_end: float = 1.0
-    beta_frames: int = 0  # 0: the whole run (set by the trainer to total_frames)
-    priority_eps: float = 1e-6
-    sampler: str = "auto"  # auto | sumtree | cumsum (priority.auto_sampler_kind)
-    next_obs: bool = True
-    # observation entries kept in a narrower dtype than the env's (packing's heightmaps
-    # in float16) and handed back in the env's dtype when sampled
-    storage_dtypes: dict = field(default_factory=dict)
-
-
-def weighted_mean(loss: torch.Tensor, batch: TensorDict) -> torch.Tensor:
-    """sum(weight x loss) / (number of valid samples): the mean over valid slots,
-    importance-weighted under prioritized replay."""
-    return (batch["weight"] * loss).sum() / batch["valid"].sum().clamp_min(1.0)
-
-
-def _t(key) -> tuple:
-    return key if isinstance(key, tuple) else (key,)
 
 
 class DeviceReplay:
@@ -119,7 +93,7 @@ class DeviceReplay:
             x = x.reshape(T, self.streams, *x.shape[1 + slot_dims :])
             return x.squeeze(-1) if squeeze and x.dim() == 3 and x.shape[-1] == 1 else x
 
-        out = {("obs", *_t(k)): streams(self._store(k, batch.get(k))) for k in self.obs_keys}
+        out = {("obs", *as_tuple(k)): streams(self._store(k, batch.get(k))) for k in self.obs_keys}
         out["action"] = streams(batch.get(info.action_key))
         nxt = batch.get("next")
         out["reward"] = streams(nxt.get(info.reward_key), squeeze=True).float()
@@ -129,7 +103,7 @@ class DeviceReplay:
             out["valid"] = streams(batch.get(info.valid_key)).bool()
         if self.spec.next_obs:
             for k in self.obs_keys:
-                out[("next", *_t(k))] = streams(self._store(k, nxt.get(k)))
+                out[("next", *as_tuple(k))] = streams(self._store(k, nxt.get(k)))
         return out
 
     def _store(self, key, x: torch.Tensor) -> torch.Tensor:
@@ -140,7 +114,7 @@ class DeviceReplay:
         return x.to(dtype)
 
     def _restore(self, key: tuple, x: torch.Tensor) -> torch.Tensor:
-        dtype = self.env_dtypes.get(_key(key))
+        dtype = self.env_dtypes.get(normalize(key))
         return x if dtype is None else x.to(dtype)
 
     def extend(self, batch: TensorDict) -> None:
@@ -201,7 +175,9 @@ class DeviceReplay:
         )
         valid = d["valid"][row, stream].float() if "valid" in d else torch.ones_like(ret)
         out = {k[1:]: self._restore(k[1:], d[k][row, stream]) for k in d if k[0] == "obs"}
-        batch = TensorDict({_key(k): v for k, v in out.items()}, batch_size=[n], device=self.device)
+        batch = TensorDict(
+            {normalize(k): v for k, v in out.items()}, batch_size=[n], device=self.device
+        )
         batch.set("action", d["action"][row, stream])
         batch.set("reward", ret)
         batch.set("discount", discount)
@@ -210,7 +186,9 @@ class DeviceReplay:
         batch.set("index", index)
         if spec.next_obs:
             nxt = {
-                _key(k[1:]): self._restore(k[1:], d[k][last, stream]) for k in d if k[0] == "next"
+                normalize(k[1:]): self._restore(k[1:], d[k][last, stream])
+                for k in d
+                if k[0] == "next"
             }
             batch.set("next", TensorDict(nxt, batch_size=[n], device=self.device))
         return batch
@@ -232,9 +210,7 @@ class DeviceReplay:
             "env_dtypes": dict(self.env_dtypes),
         }
         if self.sampler is not None:
-            state["sampler"] = {
-                k: v for k, v in vars(self.sampler).items() if type(v) is torch.Tensor
-            }
+            state["sampler"] = self.sampler.state_dict()
             state["max_priority"] = self.max_priority
         return state
 
@@ -243,10 +219,5 @@ class DeviceReplay:
         self.data = {k: v.to(self.device) for k, v in state["data"].items()}
         self.env_dtypes = dict(state.get("env_dtypes", {}))
         if self.sampler is not None:
-            for k, v in state["sampler"].items():
-                getattr(self.sampler, k).copy_(v)
+            self.sampler.load_state_dict(state["sampler"])
             self.max_priority = state["max_priority"].to(self.device)
-
-
-def _key(k: tuple):
-    return k[0] if len(k) == 1 else k

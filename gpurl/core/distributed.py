@@ -31,8 +31,8 @@ import os
 
 import torch
 import torch.distributed as dist
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from gpurl.core.private import flatten_dense, foreach_copy_, unflatten_dense
 from gpurl.errors import ConfigError
 
 RANK_SEED_STRIDE = 100_000  # rank r's envs and noise: seed + r x stride (eval uses +10_000)
@@ -101,10 +101,10 @@ def average_gradients(params: list[torch.nn.Parameter]) -> None:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
     grads = [p.grad for p in params]
-    flat = _flatten_dense_tensors(grads)
+    flat = flatten_dense(grads)
     dist.all_reduce(flat)
     flat.div_(dist.get_world_size())
-    torch._foreach_copy_(grads, list(_unflatten_dense_tensors(flat, grads)))
+    foreach_copy_(grads, unflatten_dense(flat, grads))
 
 
 def mean_over_ranks(values: dict[str, float], device: torch.device) -> dict[str, float]:

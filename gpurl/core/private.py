@@ -1,0 +1,119 @@
+"""The private APIs of torch and tensordict that gpurl calls, wrapped here and only here.
+
+Each one is used for a measured reason (below) and each has a fallback through public
+API, taken when a future release renames or removes the private one: slower, never
+wrong. Nothing else in gpurl/ touches a leading-underscore name of torch or tensordict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from tensordict import TensorDict
+
+
+def foreach_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight):
+    """targets[i] <- targets[i] + weight (sources[i] - targets[i]), in place.
+
+    torch._foreach_lerp_ is one fused kernel launch for every tensor of a network (what
+    torch.optim uses inside); a Python loop of lerp_ is one launch per tensor, which a
+    Polyak update of a small network pays for at every gradient step. `weight` may be a
+    Python float or a device scalar (a gated hard copy: 0 or 1, no host read)."""
+    targets, sources = list(targets), list(sources)
+    try:
+        torch._foreach_lerp_(targets, sources, weight)
+    except (AttributeError, TypeError, RuntimeError):
+        for t, s in zip(targets, sources, strict=True):
+            t.lerp_(s, weight)
+
+
+def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """targets[i].copy_(sources[i]) for all i in one launch (torch._foreach_copy_): the
+    collector writes every stored entry of a step this way."""
+    targets, sources = list(targets), list(sources)
+    try:
+        torch._foreach_copy_(targets, sources)
+    except (AttributeError, TypeError, RuntimeError):
+        for t, s in zip(targets, sources, strict=True):
+            t.copy_(s)
+
+
+def flatten_dense(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """One flat buffer holding `tensors` (torch._utils._flatten_dense_tensors, what DDP
+    uses), so a gradient all-reduce is one collective per step, not one per tensor."""
+    try:
+        from torch._utils import _flatten_dense_tensors
+
+        return _flatten_dense_tensors(list(tensors))
+    except ImportError:
+        return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def unflatten_dense(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Views of `flat` shaped as the tensors `like` (the inverse of flatten_dense)."""
+    try:
+        from torch._utils import _unflatten_dense_tensors
+
+        return list(_unflatten_dense_tensors(flat, list(like)))
+    except ImportError:
+        sizes = [t.numel() for t in like]
+        return [p.view_as(t) for p, t in zip(flat.split(sizes), like, strict=True)]
+
+
+def unchecked_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
+    """A TensorDict over tensors known to have the right batch size and device.
+
+    TensorDict._new_unsafe skips the public constructor's per-entry checks (about 5x
+    cheaper, and a native env's lean step builds two a step). Entries must be
+    well-formed; the fallback is the checked constructor."""
+    try:
+        return TensorDict._new_unsafe(source, batch_size=batch_size, device=device)
+    except AttributeError:
+        return TensorDict(source, batch_size=batch_size, device=device)
+
+
+def inductor_compile(fn: Callable, example_inputs: tuple, options: dict | None = None):
+    """Trace `fn` (a pure function of tensors) once at fixed shapes and compile it with
+    Inductor, with no Dynamo guards to evaluate per call.
+
+    torch._inductor.compile on a make_fx graph costs about one eager op per call; the
+    public torch.compile evaluates guards at every call, tens of microseconds on a small
+    CPU, which is most of a small policy's or env step's time. The fallback is the
+    public torch.compile (fullgraph, static shapes), the same graph with its guards."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with torch.no_grad():
+        graph = make_fx(fn, tracing_mode="fake")(*example_inputs)
+        try:
+            from torch._inductor import compile as compile_graph
+        except ImportError:
+            compiled = torch.compile(graph, fullgraph=True, dynamic=False, options=options)
+            compiled(*example_inputs)
+            return compiled
+        return compile_graph(graph, list(example_inputs), options=options or None)
+
+
+def inductor_mode_options(mode: str) -> dict:
+    """The Inductor options behind one of torch.compile's modes (e.g. "max-autotune"),
+    for inductor_compile, which takes options rather than a mode; {} if unknown."""
+    try:
+        from torch._inductor import list_mode_options
+
+        return dict(list_mode_options(mode))
+    except (ImportError, RuntimeError):
+        return {}
+
+
+def cpu_native_bf16() -> bool:
+    """Whether this CPU runs bf16 natively: oneDNN present, and AVX-512 BF16 or AMX
+    instructions. oneDNN's own flag (torch.ops.mkldnn._is_mkldnn_bf16_supported) is also
+    true on AVX-512 CPUs that only emulate bf16, slower than fp32; torch.cpu's
+    _is_avx512_bf16_supported / _is_amx_tile_supported tell the two apart. False where
+    any of them is missing."""
+    try:
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return False
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except (AttributeError, RuntimeError):
+        return False

@@ -1,0 +1,105 @@
+"""EnvHooks: everything gpurl asks of an env beyond TorchRL's EnvBase, declared once.
+
+Every hook has a default, so an env overrides only what it has. Native envs
+(envs/base.NativeEnv) and the adapter for any other TorchRL env (envs/foreign.ForeignEnv)
+both inherit this class; the trainers, the evaluator and EnvInfo call these hooks
+directly and never probe an env for what it might have.
+
+    attribute / method            who reads or calls it, and when
+    max_episode_steps             evaluation: the most steps an evaluation episode runs
+    valid_key                     env_info (EnvInfo.valid_key): the collector stores it,
+                                  the replay weights a group slot's transition by it
+    observation_scales            env_info (EnvInfo.obs_scales): encoders divide by it
+    model                         env_info (EnvInfo.model): what a policy may call
+    has_held_out                  make_eval_env: the env takes `held_out` and evaluation
+                                  envs are built with held_out=True
+    validate_actions              make_env sets it from env.validate_actions; when True
+                                  every step checks the action (check_action)
+    evaluation_protocol(policy)   the trainer, at each evaluation, inside a greedy
+                                  no-grad context (trainers/evaluation.py)
+    check_evaluation()            build(), once, on the evaluation env
+    set_global_step(frames)       the trainer, before each iteration: a curriculum
+    read_stats()                  the trainer, at each log: the env's own statistics
+    env_state_dict() /            checkpoints: what exact resume needs beyond the
+    load_env_state_dict(state)    agent and the replay
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import torch
+from torchrl.data import Bounded, Categorical, MultiCategorical
+
+from gpurl.core.keys import NestedKey
+from gpurl.errors import ActionOutOfRangeError
+
+
+class EnvHooks:
+    #: the most steps an evaluation episode runs (native envs also truncate there)
+    max_episode_steps: int = 1000
+    #: the entry that says whether a group slot holds a live member (MarineNav's
+    #: ("agents", "running")): its transitions alone are experience. None: every slot.
+    valid_key: NestedKey | None = None
+    #: typical magnitude of each feature of an observation entry; encoders divide by it
+    #: so raw physical units reach the first layer at unit scale
+    observation_scales: Mapping[NestedKey, tuple[float, ...]] = MappingProxyType({})
+    #: an object the policy may call, e.g. packing's geometry (EnvInfo.model)
+    model: Any = None
+    #: the constructor takes `held_out`: evaluation envs get episodes no training env has
+    has_held_out: bool = False
+    #: check every action against the action spec (a host read per step; off by default)
+    validate_actions: bool = False
+
+    def evaluation_protocol(self, policy) -> dict[str, float]:
+        """Play `policy` (the caller makes it greedy) and return host floats: "return"
+        (the headline figure) and whatever else the env measures."""
+        raise NotImplementedError
+
+    def check_evaluation(self) -> None:
+        """Raise ConfigError now if this env cannot run its evaluation protocol (e.g. a
+        fixed evaluation set needing a given number of envs)."""
+
+    def set_global_step(self, frames: int) -> None:
+        """The run's frame count (a host int), before each training iteration: envs with
+        a curriculum follow it. No device read may happen here."""
+
+    def read_stats(self) -> dict[str, float] | None:
+        """The env's own statistics since the last call (one host read), or None."""
+        return None
+
+    def env_state_dict(self) -> dict:
+        """What a checkpoint needs so that a resumed run steps exactly as an
+        uninterrupted one; {} for an env whose state is not saved."""
+        return {}
+
+    def load_env_state_dict(self, state: dict) -> None:
+        """Restore what env_state_dict returned."""
+
+    def check_action(self, action: torch.Tensor) -> None:
+        """Raise ActionOutOfRangeError, in one line, unless `action` lies in the action
+        spec (a host read: only with validate_actions)."""
+        spec = self.full_action_spec[self.action_key]
+        if bool(spec.is_in(action.to(spec.device))):
+            return
+        if isinstance(spec, Bounded):
+            low, high = spec.space.low.to(action.device), spec.space.high.to(action.device)
+            allowed = f"[{low.min().item():g}, {high.max().item():g}]"
+            bad = action[~((action >= low) & (action <= high))]
+        elif isinstance(spec, Categorical) and not isinstance(spec, MultiCategorical):
+            n = spec.space.n
+            allowed = f"{{0, ..., {n - 1}}}"
+            bad = action[(action < 0) | (action >= n)]
+        else:
+            allowed, bad = type(spec).__name__, action.reshape(-1)
+        seen = bad.reshape(-1)[:1].tolist() or [
+            f"dtype {action.dtype}, shape {tuple(action.shape)}"
+        ]
+        raise ActionOutOfRangeError(
+            f"{type(self).__name__} got an action outside its action spec: {seen[0]} "
+            f"(allowed {allowed}, dtype {spec.dtype}, shape {tuple(spec.shape)}); make the "
+            f"policy emit actions in the spec (clip or map them), or set "
+            f"env.validate_actions=false to skip this check"
+        )
