@@ -30,13 +30,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from gpurl.agents import make_agent
 from gpurl.core import distributed
+from gpurl.core.compile import CompileSpec
 from gpurl.core.progress import Progress
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
-from gpurl.trainers.compile import CompileSpec, compile_agent, compile_env_if, compile_policy
+from gpurl.trainers.compile import compile_agent
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
@@ -106,15 +107,14 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
             "compile.cudagraphs is not supported under torchrun yet: use compile=full "
             "(torch.compile of the update works with the gradient all-reduce)"
         )
-    if compiled.active:
-        env = compile_env_if(env, compiled)
-        compile_agent(agent, compiled)
-        agent._acting = compile_policy(agent.policy, compiled)
+    compile_agent(agent, compiled)
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
     name = f"{meta['agent']}_{meta['env']}_s{cfg.seed}"
     logger = make_logger(cfg.logger, run_dir, name) if rank == 0 else None
     trainer_cls = TRAINERS[cfg.trainer.name]
-    trainer = trainer_cls(cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta)
+    trainer = trainer_cls(
+        cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta, compiled
+    )
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))
     return trainer

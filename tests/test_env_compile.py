@@ -17,7 +17,7 @@ from gpurl.envs.cartpole import CartPoleEnv
 from gpurl.envs.compile import (
     CounterRNG,
     RandomRollout,
-    compile_env,
+    compile_lean_step,
     compile_rollout,
     hashed_uniform,
     mix32,
@@ -37,10 +37,10 @@ _spec.loader.exec_module(bench_compile)
 
 @pytest.fixture(scope="module")
 def cartpoles():
-    """An eager and a compiled CartPole, same seed."""
-    eager, compiled = CartPoleEnv(N, seed=3), compile_env(CartPoleEnv(N, seed=3))
+    """An eager CartPole, and another of the same seed with its compiled step."""
+    eager, compiled = CartPoleEnv(N, seed=3), CartPoleEnv(N, seed=3)
     eager.lean_reset(), compiled.lean_reset()
-    return eager, compiled
+    return eager, compiled, compile_lean_step(compiled)
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +57,14 @@ def _actions(env, gen):
     return 4 * torch.rand((env.num_envs, 1), generator=gen) - 2
 
 
-def _assert_close_steps(eager, compiled, steps, gen):
+def _assert_close_steps(eager, compiled, step, steps, gen):
     """Step both envs with the same actions, the same state in each time (so rounding
     differences cannot compound); return how many episodes ended."""
     ended = 0
     for _ in range(steps):
         compiled.state, compiled.steps = eager.state.clone(), eager.steps.clone()
         action = _actions(eager, gen)
-        (nxt_e, obs_e), (nxt_c, obs_c) = eager.lean_step(action), compiled.lean_step(action)
+        (nxt_e, obs_e), (nxt_c, obs_c) = eager.lean_step(action), step(action)
         assert nxt_c.keys() == nxt_e.keys() and obs_c.keys() == obs_e.keys()
         for key in ("done", "terminated", "truncated"):
             assert torch.equal(nxt_c[key], nxt_e[key]), key
@@ -78,24 +78,25 @@ def _assert_close_steps(eager, compiled, steps, gen):
 
 
 def test_compiled_cartpole_follows_eager(cartpoles):
-    eager, compiled = cartpoles
+    eager, compiled, step = cartpoles
     gen = torch.Generator().manual_seed(0)
     # Both draw their reset noise from their own generator, same seed, same calls: the
     # resets match. Lockstep (the eager state copied in before each step) keeps float
     # rounding from compounding in this chaotic system, so 1e-5 holds on any CPU.
-    assert _assert_close_steps(eager, compiled, 150, gen) > 20
+    assert _assert_close_steps(eager, compiled, step, 150, gen) > 20
 
 
 def test_compiled_pendulum_follows_eager():
-    eager, compiled = PendulumEnv(4, seed=2), compile_env(PendulumEnv(4, seed=2))
+    eager, compiled = PendulumEnv(4, seed=2), PendulumEnv(4, seed=2)
+    step = compile_lean_step(compiled)
     eager.lean_reset(), compiled.lean_reset()
     gen = torch.Generator().manual_seed(1)
     # Through a truncation at 200 steps: the reset path runs under compile too.
-    assert _assert_close_steps(eager, compiled, 205, gen) == 4
+    assert _assert_close_steps(eager, compiled, step, 205, gen) == 4
 
 
 def test_autoreset_under_compile(cartpoles):
-    _, env = cartpoles
+    _, env, step = cartpoles
     env.lean_reset()
     state = torch.zeros(N, 4)
     state[:4, 0] = 2.39  # moving right past x = 2.4: terminates
@@ -103,7 +104,7 @@ def test_autoreset_under_compile(cartpoles):
     steps = torch.full((N,), 10)
     steps[4:8] = 499  # balanced, but at the step limit: truncates
     env.state, env.steps = state.clone(), steps.clone()
-    nxt, obs = env.lean_step(torch.ones(N, dtype=torch.long))
+    nxt, obs = step(torch.ones(N, dtype=torch.long))
     term, trunc = nxt["terminated"].squeeze(-1), nxt["truncated"].squeeze(-1)
     assert term[:4].all() and not term[4:].any()
     assert trunc[4:8].all() and not trunc[:4].any() and not trunc[8:].any()
@@ -117,21 +118,21 @@ def test_autoreset_under_compile(cartpoles):
     # force_reset (the bench knob) is a Python flag: a separately traced variant
     env.force_reset = True
     try:
-        nxt, _ = env.lean_step(torch.ones(N, dtype=torch.long))
+        nxt, _ = step(torch.ones(N, dtype=torch.long))
         assert nxt["truncated"].all() and (env.steps == 0).all()
     finally:
         env.force_reset = False
-    nxt, _ = env.lean_step(torch.ones(N, dtype=torch.long))
+    nxt, _ = step(torch.ones(N, dtype=torch.long))
     assert not nxt["truncated"].any()
 
 
 def test_compiled_step_reads_nothing_on_the_host(cartpoles):
-    _, env = cartpoles
+    _, env, step = cartpoles
     action = torch.ones(N, dtype=torch.long)
-    env.lean_step(action)
+    step(action)
     with count_host_reads() as reads:
         for _ in range(20):
-            env.lean_step(action)
+            step(action)
     assert reads.count == 0, reads.report()
 
 
@@ -157,16 +158,17 @@ def test_lean_core_is_lean_step_eagerly():
 def test_counter_rng_step_is_its_eager_self():
     """rng="counter": the noise is drawn in the graph; the step is the LeanCore step with
     the CounterRNG's draws, which the eager reference replays."""
-    env = compile_env(CartPoleEnv(N, seed=4), rng="counter")
+    env = CartPoleEnv(N, seed=4)
+    step = compile_lean_step(env, rng="counter")
     ref = CartPoleEnv(N, seed=4)
     env.lean_reset(), ref.lean_reset()
-    crng, core = env.lean_step.counter_rng, ref.lean_core()
+    crng, core = step.counter_rng, ref.lean_core()
     key, counter, lanes = crng.key.clone(), crng.counter.clone(), crng.lanes
     gen, ended = torch.Generator().manual_seed(5), 0
     for _ in range(120):
         env.state, env.steps = ref.state.clone(), ref.steps.clone()  # lockstep
         action = torch.randint(0, 2, (N,), generator=gen)
-        nxt, obs = env.lean_step(action)
+        nxt, obs = step(action)
         noise = tuple(CounterRNG.draws(key, counter, lanes))
         work, nxt_r = core.step(core.unpack(ref.state, ref.steps), action, noise)
         ref.state, ref.steps = core.pack(*work)
@@ -236,7 +238,7 @@ def test_compile_errors_are_config_errors():
         pass
 
     with pytest.raises(ConfigError, match="compile.env=false"):
-        compile_env(NoCore(2)).lean_step(torch.zeros(2))
+        compile_lean_step(NoCore(2))(torch.zeros(2))
     with pytest.raises(ConfigError, match="backend"):
         compile_rollout(CartPoleEnv(2), chunk=1, backend="nope")
 

@@ -46,7 +46,7 @@ def test_rollout_storage_equals_a_plain_loop(tmp_path, preset):
     and the one bootstrap observation is the loop's last."""
     cfg, tr = small(tmp_path, preset)
     ref_env = make_env(cfg.env, device="cpu", seed=int(cfg.seed))  # the trainer's worlds
-    policy = tr.agent.acting_policy
+    policy = tr.acting
     keys = ["pixels", "action", VALUE] + ([LOG_PROB] if preset == "pixels_ppo" else [])
     next_keys = ["reward", "terminated", "truncated", "done"]
     obs = ref_env.lean_reset()

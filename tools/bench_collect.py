@@ -28,13 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.envs.utils import ExplorationType  # noqa: E402
 
+from gpurl.core.compile import CompileSpec  # noqa: E402
 from gpurl.core.progress import Progress  # noqa: E402
 from gpurl.envs import make_env  # noqa: E402
 from gpurl.envs.info import env_info  # noqa: E402
 from gpurl.policies import EpsilonGreedy, LinearSchedule, PolicyWrapper, QNetwork  # noqa: E402
 from gpurl.policies.networks import make_encoder  # noqa: E402
 from gpurl.trainers.collector import LeanCollector  # noqa: E402
-from gpurl.trainers.compile import CompileSpec, compile_env_if, compile_policy  # noqa: E402
+from gpurl.trainers.compile import compile_policy, env_step  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
@@ -68,10 +69,12 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
     lean = LeanCollector(env, policy, info, frames_per_batch, progress, next_obs=True)
     # compile=full's collection path: the env's lean step and the acting policy compiled
     spec = CompileSpec(policy=True, env=True)
-    cenv = compile_env_if(make_env({"name": env_name}, device=device, num_envs=num_envs), spec)
+    cenv = make_env({"name": env_name}, device=device, num_envs=num_envs)
     cprogress = Progress(device)
     cpolicy = compile_policy(make_policy(env_info(cenv), cprogress), spec)
-    compiled = LeanCollector(cenv, cpolicy, info, frames_per_batch, cprogress, next_obs=True)
+    compiled = LeanCollector(
+        cenv, cpolicy, info, frames_per_batch, cprogress, next_obs=True, step=env_step(cenv, spec)
+    )
     stock = Collector(
         env,
         policy,

@@ -21,7 +21,7 @@ Implementations (--impls; peers are skipped with a one-line note when not import
 
   gpurl_eager             gpurl's CartPoleEnv.lean_step (step + masked autoreset), a fresh
                           random action drawn on the device per step
-  gpurl_compiled          the same, lean_step compiled (gpurl.envs.compile.compile_env)
+  gpurl_compiled          the same, lean_step compiled (gpurl.envs.compile.compile_lean_step)
   gpurl_compiled_dynamo   the same through torch.compile (Dynamo guards on every call)
   gpurl_compiled_counter  compiled lean_step, reset noise drawn in the graph by the
                           counter-based RNG (rng="counter") instead of eagerly from env.rng
@@ -116,23 +116,24 @@ class GpurlStep(Impl):
 
     def build(self):
         from gpurl.envs.cartpole import CartPoleEnv
-        from gpurl.envs.compile import compile_env
+        from gpurl.envs.compile import compile_lean_step
 
         n, device = self.num_envs, torch.device("cpu")
         env = CartPoleEnv(num_envs=n, device=device, seed=self.seed)
         gen = torch.Generator(device=device)
         gen.manual_seed(self.seed)
         env.lean_reset()
+        step = env.lean_step
         if self.backend is not None:
-            compile_env(env, backend=self.backend, rng=self.rng)
+            step = compile_lean_step(env, backend=self.backend, rng=self.rng)
             t0 = time.perf_counter()
-            env.lean_step(torch.randint(0, 2, (n,), generator=gen, device=device))
+            step(torch.randint(0, 2, (n,), generator=gen, device=device))
             self.compile_seconds = time.perf_counter() - t0
         self.versions = {"torch": torch.__version__}
 
         def run():
             for _ in range(self.steps):
-                env.lean_step(torch.randint(0, 2, (n,), generator=gen, device=device))
+                step(torch.randint(0, 2, (n,), generator=gen, device=device))
 
         run()  # warm-up
         return run
@@ -401,7 +402,7 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     on_policy = "trainer=on_policy" in AGENT_CASES[agent]
     # a preset's networks and batch size
     preset = agent.startswith(("marinenav_", "packing_"))
-    # MarineNav's and packing's steps have no pure core for compile_env, and the packing
+    # MarineNav's and packing's steps have no pure core for compile_lean_step, and the packing
     # policy is not a PolicyWrapper for compile.policy: compile what they have
     keep_eager = ["compile.env=false"] + (["compile.policy=false"] if "packing" in agent else [])
     compile_overrides = AGENT_MODES[mode] + (

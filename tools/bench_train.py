@@ -126,7 +126,7 @@ def bench_case(agent: str, mode: str, num_envs: int, args) -> dict:
     warmup_s = time.perf_counter() - t0
     obs = env.lean_reset()
     minibatch = tr._minibatch  # a real minibatch of the last warm-up iteration
-    acting, agent_ = tr.agent.acting_policy, tr.agent
+    acting, agent_ = tr.acting, tr.agent
 
     def env_alone():
         for t in range(T):

@@ -110,13 +110,6 @@ class Agent:
     # The methods holding each gradient step, tensors in and tensors out with no Python
     # state touched: what compile.update / compile.cudagraphs / compile.amp wrap.
     compiled_steps: tuple[str, ...] = ()
-    _acting: nn.Module | None = None
-
-    @property
-    def acting_policy(self):
-        """What the collector acts with: `policy`, or its compiled form (compile.policy,
-        compile.cudagraphs: trainers/compile.py). Evaluation uses `policy`."""
-        return self._acting if self._acting is not None else self.policy
 
     def __init__(self, cfg, info: EnvInfo, progress: Progress):
         self.cfg, self.info, self.progress = cfg, info, progress

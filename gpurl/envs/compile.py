@@ -1,7 +1,8 @@
 """Compile a native env's lean step, or a whole random-action rollout, with Inductor.
 
-    env = compile_env(make_env({"name": "cartpole"}, num_envs=1024))  # same env, compiled
-    nxt, obs = env.lean_step(action)
+    env = make_env({"name": "cartpole"}, num_envs=1024)
+    step = compile_lean_step(env)                  # env.lean_step, compiled
+    nxt, obs = step(action)                        # steps `env`
 
     rollout = compile_rollout(env, chunk=16)       # env-only benchmarking
     stats = rollout(10_000)                          # 10,000 steps of every env
@@ -10,9 +11,10 @@ Both start from the env's LeanCore (NativeEnv.lean_core): its lean step as one p
 function of tensors (working state, action, uniform noise) -> (working state, next),
 and the observation as a function of the state. CartPole and Pendulum have one.
 
-compile_env (mode "step"), rng="env" (default): each lean_step draws the step's noise
-eagerly from the env's own generator, exactly as the eager path does (same calls, same
-order), then runs the compiled core and stores the new state on the env. So for the
+compile_lean_step (mode "step"), rng="env" (default): each step draws its noise eagerly
+from the env's own generator, exactly as the eager path does (same calls, same order),
+then runs the compiled core and stores the new state on the env. The env itself is
+left as it is: whoever steps it (the collector, a benchmark) holds the compiled step. So for the
 same seed and actions the compiled env follows the eager env's trajectories: done,
 terminated and truncated flags and step counts equal, observations and rewards equal
 to rounding (Inductor fuses and reorders float math and has its own sin/cos, so a
@@ -64,7 +66,8 @@ def _core_of(env: NativeEnv) -> LeanCore:
 
 
 class CompiledLeanStep:
-    """env.lean_step through the compiled LeanCore; installed on the env by compile_env."""
+    """env.lean_step through the compiled LeanCore: a callable with lean_step's
+    signature that steps `env` (compile_lean_step builds it)."""
 
     def __init__(
         self,
@@ -169,21 +172,21 @@ class CompiledLeanStep:
         return nxt, obs
 
 
-def compile_env(
+def compile_lean_step(
     env: NativeEnv, backend: str = "inductor", rng: str = "env", **torch_compile_kwargs
-) -> NativeEnv:
-    """The same env, its lean_step now running the compiled LeanCore (mode "step").
+) -> CompiledLeanStep:
+    """`env.lean_step` running the compiled LeanCore (mode "step"): call it in place of
+    env.lean_step; the env is not modified.
 
     rng="env" (default): each step's noise is drawn eagerly from env.rng, as the eager
     path draws it, so trajectories equal the eager env's for the same seed and actions
     (floats to rounding). rng="counter": the noise is drawn inside the compiled step by a
     CounterRNG (state in tensors, keyed by the env's seed): the same distributions, a
-    different stream, and no eager draw per step. Compiles lazily on the first
-    lean_step, again if the action's shape or dtype or env.force_reset changes. Raises
-    ConfigError for envs without a LeanCore.
+    different stream, and no eager draw per step. Compiles lazily on the first call,
+    again if the action's shape or dtype or env.force_reset changes. Raises ConfigError
+    for envs without a LeanCore.
     """
-    env.lean_step = CompiledLeanStep(env, backend, rng, **torch_compile_kwargs)
-    return env
+    return CompiledLeanStep(env, backend, rng, **torch_compile_kwargs)
 
 
 # -- counter-based RNG -------------------------------------------------------------------

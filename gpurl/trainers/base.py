@@ -35,20 +35,37 @@ import torch
 from tqdm import tqdm
 
 from gpurl.core import distributed
+from gpurl.core.compile import EAGER, CompileSpec
 from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
 from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
+from gpurl.trainers.compile import compile_policy, env_step
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
 from gpurl.trainers.reporting import plot_learning_curve
 
 
 class Trainer:
-    def __init__(self, cfg, env, eval_env, agent, info, progress, run_dir, logger=None, meta=None):
+    def __init__(
+        self,
+        cfg,
+        env,
+        eval_env,
+        agent,
+        info,
+        progress,
+        run_dir,
+        logger=None,
+        meta=None,
+        compile: CompileSpec = EAGER,
+    ):
         if int(cfg.total_frames) < 1:
             raise ConfigError(f"trainer.total_frames must be >= 1, got {cfg.total_frames}")
         self.cfg, self.env, self.eval_env, self.agent = cfg, env, eval_env, agent
         self.info, self.progress = info, progress
         self.run_dir, self.logger, self.meta = Path(run_dir), logger, meta or {}
+        # what the collector acts with and steps: compiled as compile.policy / .env ask
+        self.acting = compile_policy(agent.policy, compile)
+        self.step = env_step(env, compile)
         self.device = info.device
         self.rank, self.world = distributed.rank(), distributed.world_size()
         self.tracker = EpisodeTracker(env.batch_size.numel(), self.device)

@@ -65,8 +65,11 @@ class LeanCollector:
         frames_per_batch: int,
         progress: Progress,
         next_obs: bool = True,
+        step=None,
     ):
         self.env, self.policy, self.info, self.progress = env, policy, info, progress
+        # the env's lean step, or its compiled form (compile.env: trainers/compile.env_step)
+        self.step = step if step is not None else env.lean_step
         self.steps = frames_per_batch_steps(frames_per_batch, env.num_envs)
         self.frames_per_batch = frames_per_batch
         self.keys, self.next_keys = collected_keys(info, policy, next_obs)
@@ -104,7 +107,7 @@ class LeanCollector:
         with set_exploration_type(ExplorationType.RANDOM):
             for t in range(self.steps):
                 td = policy(td)
-                nxt, next_td = env.lean_step(td.get(self.info.action_key))
+                nxt, next_td = self.step(td.get(self.info.action_key))
                 if self.buffer is None:
                     self._allocate(td, nxt)
                 src = [td.get(k) for k in keys] + [nxt.get(k) for k in next_keys]
@@ -144,7 +147,10 @@ class TorchRLCollector:
         frames_per_batch: int,
         progress: Progress,
         next_obs: bool = True,
+        step=None,
     ):
+        if step is not None:
+            raise ConfigError("compile.env compiles native envs' lean steps: set it false")
         frames_per_batch_steps(frames_per_batch, int(env.batch_size.numel()))
         self.collector = Collector(
             env,
@@ -176,6 +182,8 @@ class TorchRLCollector:
         pass
 
 
-def make_collector(env, policy, info, frames_per_batch: int, progress, next_obs: bool = True):
+def make_collector(
+    env, policy, info, frames_per_batch: int, progress, next_obs: bool = True, step=None
+):
     cls = LeanCollector if isinstance(env, NativeEnv) else TorchRLCollector
-    return cls(env, policy, info, frames_per_batch, progress, next_obs)
+    return cls(env, policy, info, frames_per_batch, progress, next_obs, step)

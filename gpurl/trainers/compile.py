@@ -24,6 +24,7 @@ weights), so a greedy evaluation never replays a graph captured while exploring.
 from __future__ import annotations
 
 from gpurl.core.compile import CompileSpec, compile_flat, compile_step
+from gpurl.envs.base import NativeEnv
 from gpurl.errors import ConfigError
 from gpurl.policies.wrapper import PolicyWrapper
 
@@ -128,9 +129,11 @@ def compile_policy(policy, spec: CompileSpec):
     return acting
 
 
-def compile_env_if(env, spec: CompileSpec):
+def env_step(env, spec: CompileSpec):
+    """The lean step the collector calls: a native env's own, or compiled (compile.env);
+    None for other envs (TorchRL's collector steps them)."""
     if not spec.env:
-        return env
-    from gpurl.envs.compile import compile_env
+        return env.lean_step if isinstance(env, NativeEnv) else None
+    from gpurl.envs.compile import compile_lean_step
 
-    return compile_env(env)
+    return compile_lean_step(env)

@@ -20,8 +20,9 @@ from gpurl.trainers.replay import DeviceReplay
 
 
 class OffPolicyTrainer(Trainer):
-    def __init__(self, cfg, env, eval_env, agent, info, progress, run_dir, logger=None, meta=None):
-        super().__init__(cfg, env, eval_env, agent, info, progress, run_dir, logger, meta)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cfg, env, agent, info, progress = self.cfg, self.env, self.agent, self.info, self.progress
         if agent.on_policy:
             raise ConfigError(f"agent={agent.name} learns on-policy: use trainer=on_policy with it")
         for key in ("batch_size", "buffer_size"):
@@ -45,7 +46,13 @@ class OffPolicyTrainer(Trainer):
             self.device,
         )
         self.collector = make_collector(
-            env, agent.acting_policy, info, self.frames_per_batch, progress, next_obs=spec.next_obs
+            env,
+            self.acting,
+            info,
+            self.frames_per_batch,
+            progress,
+            next_obs=spec.next_obs,
+            step=self.step,
         )
         self.update_debt = 0.0
 

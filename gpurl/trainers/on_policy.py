@@ -33,8 +33,9 @@ from gpurl.trainers.collector import make_collector
 
 
 class OnPolicyTrainer(Trainer):
-    def __init__(self, cfg, env, eval_env, agent, info, progress, run_dir, logger=None, meta=None):
-        super().__init__(cfg, env, eval_env, agent, info, progress, run_dir, logger, meta)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        cfg, env, agent, info, progress = self.cfg, self.env, self.agent, self.info, self.progress
         if not agent.on_policy:
             raise ConfigError(
                 f"agent={agent.name} learns off-policy from a replay: use trainer=off_policy "
@@ -68,11 +69,12 @@ class OnPolicyTrainer(Trainer):
         self.bootstrap_truncated = bool(cfg.bootstrap_truncated)
         self.collector = make_collector(
             env,
-            agent.acting_policy,
+            self.acting,
             info,
             self.frames_per_batch,
             progress,
             next_obs=self.bootstrap_truncated,
+            step=self.step,
         )
         if hasattr(agent, "set_horizon"):
             agent.set_horizon(int(cfg.total_frames))
