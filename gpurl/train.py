@@ -28,7 +28,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from gpurl.agents import make_agent
+from gpurl.agents import OnPolicyAgent, make_agent
 from gpurl.core import distributed
 from gpurl.core.compile import CompileSpec
 from gpurl.core.progress import Progress
@@ -37,7 +37,6 @@ from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
-from gpurl.trainers.compile import compile_agent
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
@@ -55,8 +54,10 @@ def load_config(overrides: list[str] | None = None) -> DictConfig:
 
 def _cores() -> int:
     """The cores this process may run on."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return cores or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # macOS and Windows have no affinity call
+        return os.cpu_count() or 1
 
 
 def cpus_per_job(threads) -> int:
@@ -75,15 +76,11 @@ def jobs_at_once(threads) -> int:
 OmegaConf.register_new_resolver("gpurl.cpus_per_job", cpus_per_job, replace=True)
 OmegaConf.register_new_resolver("gpurl.jobs_at_once", jobs_at_once, replace=True)
 
-TRAINERS = {"off_policy": OffPolicyTrainer, "on_policy": OnPolicyTrainer}
-
 
 def build(cfg: DictConfig, run_dir: Path) -> Trainer:
-    """Everything `run` trains with, from a composed config (also used by tests)."""
-    if cfg.trainer.name not in TRAINERS:
-        raise ConfigError(
-            f"unknown trainer '{cfg.trainer.name}': use trainer={' or trainer='.join(TRAINERS)}"
-        )
+    """Everything `run` trains with, from a composed config (also used by tests). The
+    trainer is the agent's kind's: off-policy agents learn from a replay, on-policy ones
+    from rollouts (agents/base.py)."""
     device = distributed.setup(resolve_device(cfg.device))
     rank, world = distributed.rank(), distributed.world_size()
     rank_seed = int(cfg.seed) + distributed.RANK_SEED_STRIDE * rank
@@ -95,23 +92,26 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
     info = env_info(env)
     progress = Progress(device, world)
-    agent = make_agent(
-        cfg.agent, info, progress, random_frames=int(cfg.trainer.get("init_random_frames", 0))
-    )
-    if world > 1:
-        distributed.broadcast_modules(agent.modules().values())
-        torch.manual_seed(rank_seed)  # each rank its own exploration noise and sampling
     compiled = CompileSpec.from_config(cfg.get("compile"), device)
     if compiled.cudagraphs and world > 1:  # an all-reduce inside a captured graph: untried
         raise ConfigError(
             "compile.cudagraphs is not supported under torchrun yet: use compile=full "
             "(torch.compile of the update works with the gradient all-reduce)"
         )
-    compile_agent(agent, compiled)
+    agent = make_agent(
+        cfg.agent,
+        info,
+        progress,
+        random_frames=int(cfg.trainer.init_random_frames),
+        compile=compiled,
+    )
+    if world > 1:
+        distributed.broadcast_modules(agent.modules().values())
+        torch.manual_seed(rank_seed)  # each rank its own exploration noise and sampling
     meta = {"env": _env_label(cfg.env), "agent": cfg.agent.name, "seed": int(cfg.seed)}
     name = f"{meta['agent']}_{meta['env']}_s{cfg.seed}"
     logger = make_logger(cfg.logger, run_dir, name) if rank == 0 else None
-    trainer_cls = TRAINERS[cfg.trainer.name]
+    trainer_cls = OnPolicyTrainer if isinstance(agent, OnPolicyAgent) else OffPolicyTrainer
     trainer = trainer_cls(
         cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta, compiled
     )
@@ -122,8 +122,9 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
 
 def load_trained(run: str | Path, device: str = "cpu"):
     """(config, agent) of a finished or interrupted run: its directory's .hydra/config.yaml
-    and the agent state of its checkpoint (a run directory or a checkpoints/*.pt inside
-    one). For tools that evaluate or draw a trained policy (`agent.policy`)."""
+    and the agent state and progress record of its checkpoint (a run directory or a
+    checkpoints/*.pt inside one). For tools that evaluate or draw a trained policy
+    (`agent.policy`)."""
     path = resolve_checkpoint(run)
     run_dir = path.parent.parent
     config_file = run_dir / ".hydra" / "config.yaml"
@@ -132,8 +133,11 @@ def load_trained(run: str | Path, device: str = "cpu"):
     cfg = OmegaConf.load(config_file)
     device = resolve_device(device)
     env = make_env(cfg.env, device=device, seed=cfg.seed, num_envs=1)
-    agent = make_agent(cfg.agent, env_info(env), Progress(device))
-    agent.load_state_dict(load_checkpoint(path, device)["agent"])
+    progress = Progress(device)
+    agent = make_agent(cfg.agent, env_info(env), progress)
+    state = load_checkpoint(path, device)
+    agent.load_state(state["agent"])
+    progress.load_state_dict(state["progress"])
     return cfg, agent
 
 

@@ -33,11 +33,11 @@ def assert_iterations_read_nothing(trainer, warmup: int = 4, steps: int = 4) -> 
 
     for _ in range(warmup):
         trainer.iteration()
-    before, frames = trainer.agent.updates, trainer.frames
+    before, frames = trainer.progress.update_count, trainer.frames
     with count_host_reads() as reads:
         for _ in range(steps):
             trainer.iteration()
-    assert trainer.agent.updates == before + (trainer.frames - frames)
+    assert trainer.progress.update_count == before + (trainer.frames - frames)
     assert reads.count == 0, reads.report()
 
 

@@ -52,7 +52,7 @@ def updated_parameters(overrides: list[str], part: slice = slice(None)) -> dict:
     distributed.broadcast_modules(agent.modules().values())
     for _ in range(UPDATES):
         agent.update(batch, progress)
-        progress.updates.add_(1)
+        progress.add_update()
     return {
         f"{name}.{k}": v.detach().clone()
         for name, module in agent.modules().items()

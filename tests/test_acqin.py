@@ -212,8 +212,8 @@ def test_eval_search_leaves_checkpoints_unchanged_and_checks_its_settings(tmp_pa
         load_config([*base, "agent.eval_search=5", "agent.eval_cvar=0.25"]), tmp_path / "b"
     ).agent
     assert searched.search.grid.shape == (25, 2)
-    assert plain.state_dict()["modules"].keys() == searched.state_dict()["modules"].keys()
-    searched.load_state_dict(plain.state_dict())
+    assert plain.state()["modules"].keys() == searched.state()["modules"].keys()
+    searched.load_state(plain.state())
     for bad in (["agent.eval_search=1"], ["agent.eval_search=5", "agent.eval_cvar=0"]):
         with pytest.raises(ConfigError, match="agent.eval_"):
             build(load_config([*base, *bad]), tmp_path / "c")

@@ -30,24 +30,22 @@ AGENTS = {
     "ddpg": ["env=pendulum", "agent=ddpg"],
     "td3": ["env=pendulum", "agent=td3", "agent.policy_delay=2"],
     "sac": ["env=pendulum", "agent=sac"],
-    "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
-    "ppo_pendulum": ["env=pendulum", "agent=ppo", "trainer=on_policy"],
-    "pqn": ["env=cartpole", "agent=pqn", "trainer=on_policy"],
-    "a2c": ["env=cartpole", "agent=a2c", "trainer=on_policy"],  # PPO's update, its own loss
+    "ppo": ["env=cartpole", "agent=ppo"],
+    "ppo_pendulum": ["env=pendulum", "agent=ppo"],
+    "pqn": ["env=cartpole", "agent=pqn"],
+    "a2c": ["env=cartpole", "agent=a2c"],  # PPO's update, its own loss
     # the pixel presets' networks (tile CNN for PPO, Nature CNN + LayerNorm for PQN)
-    "ppo_pixels": ["experiment=pixels_ppo", "trainer=on_policy"],
+    "ppo_pixels": ["experiment=pixels_ppo"],
     "ppo_pixels_shared": [
         "experiment=pixels_ppo",
-        "trainer=on_policy",
         "agent.shared_encoder=true",
     ],
-    "pqn_pixels": ["experiment=pixels_pqn", "trainer=on_policy"],
+    "pqn_pixels": ["experiment=pixels_pqn"],
 }
 FAST: tuple[str, ...] = ()  # compiling takes ~10 s a graph on 2 cores: all slow
 
 
 def trainer(tmp_path, overrides, compile_overrides=(), device="cpu", last=()):
-    on_policy = "trainer=on_policy" in overrides
     cfg = load_config(
         [
             *overrides,
@@ -58,7 +56,8 @@ def trainer(tmp_path, overrides, compile_overrides=(), device="cpu", last=()):
             "agent.hidden=[32,32]",
             "logger=none",
             "trainer.progress=false",
-            *([] if on_policy else ["trainer.init_random_frames=1000000", "trainer.batch_size=32"]),
+            "trainer.init_random_frames=1000000",  # off-policy agents: no update in build
+            "trainer.batch_size=32",
             *last,
         ]
     )
@@ -125,8 +124,9 @@ def test_compiled_collector_acts_as_the_eager_one(tmp_path):
     greedy = ["agent.epsilon_start=0", "agent.epsilon_end=0", "trainer.init_random_frames=0"]
     eager = trainer(tmp_path / "eager", AGENTS["dqn"], last=greedy)
     full = trainer(tmp_path / "full", AGENTS["dqn"], ["compile=full"], last=greedy)
-    assert eager.collector.policy is eager.agent.policy
-    assert full.collector.policy is not full.agent.policy  # evaluation stays eager
+    assert eager.collector.act is eager.agent.policy
+    assert full.collector.act is not full.agent.policy  # evaluation stays eager
+    assert full.collector.step != full.env.lean_step  # the compiled step
     a, b = eager.collector.rollout().clone(), full.collector.rollout().clone()
     for key in ("action", ("next", "reward"), ("next", "done"), ("next", "observation")):
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-5)

@@ -348,7 +348,7 @@ def test_kill_9_then_resume_continues_the_counters(tmp_path):
     assert final["frames"] == after["frames"] == total
     assert after["updates"] == progress["updates"] + 64  # utd 1: one update per frame
     assert after["episodes"] >= progress["episodes"]
-    assert final["agent"]["updates"] == after["updates"]
+    assert final["progress"]["update_count"] == after["updates"]
     # the progress record continues: the killed run's training history is its prefix
     history = saved["train_history"]
     assert history and final["train_history"][: len(history)] == history

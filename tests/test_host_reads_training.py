@@ -67,7 +67,7 @@ def test_training_iterations_never_sync_on_cuda(tmp_path, case):
 
 ON_POLICY_CASES = {
     "pqn": ["env=cartpole", "agent=pqn"],
-    "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "trainer.bootstrap_truncated=false"],
+    "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "agent.bootstrap_truncated=false"],
     "pqn_pixels": ["env=pixels", "agent=pqn"],
     # the pixel presets (tile CNN, small worlds, info_mode=stats) as they train
     "pixels_ppo": ["experiment=pixels_ppo"],
@@ -85,13 +85,12 @@ def small_on_policy_trainer(tmp_path, overrides, device="cpu"):
         [
             *overrides,
             f"device={device}",
-            "trainer=on_policy",
             "env.num_envs=4",
             "env.eval_envs=2",
             "agent.hidden=[32,32]",
             "trainer.rollout_steps=8",
-            "trainer.epochs=2",
-            "trainer.minibatches=2",
+            "agent.epochs=2",
+            "agent.minibatches=2",
             "logger=none",
             "trainer.progress=false",
         ]
@@ -107,11 +106,11 @@ def on_policy_case(case):
 def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, case):
     trainer = small_on_policy_trainer(tmp_path, ON_POLICY_CASES[case])
     trainer.iteration()  # warm-up: buffers are allocated
-    before = trainer.agent.updates
+    before = trainer.progress.update_count
     with count_host_reads() as reads:
         for _ in range(2):
             trainer.iteration()
-    assert trainer.agent.updates == before + 2 * trainer.epochs * trainer.minibatches
+    assert trainer.progress.update_count == before + 2 * trainer.epochs * trainer.minibatches
     assert reads.count == 0, reads.report()
 
 

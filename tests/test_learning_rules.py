@@ -192,11 +192,12 @@ def test_td3_delays_the_actor_and_target_updates():
     trainer.buffer.extend(trainer.collector.rollout().clone())
     for _ in range(3):
         trainer.buffer.extend(trainer.collector.rollout().clone())
-    snapshots = []
+    snapshots, progress = [], Progress()
     for _ in range(4):
         before = [p.clone() for p in agent.actor.parameters()]
         target_before = [p.clone() for p in agent.actor_target.parameters()]
-        agent.update(trainer.buffer.sample(), Progress())
+        agent.update(trainer.buffer.sample(), progress)
+        progress.add_update()  # as the trainer counts it
         moved = any(
             not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters(), strict=True)
         )
@@ -248,6 +249,7 @@ def test_dqn_hard_target_copies_every_interval_updates(tmp_path):
     copied = []
     for _ in range(6):
         agent.update(trainer.buffer.sample(), trainer.progress)
+        trainer.progress.add_update()  # as the trainer counts it
         copied.append(
             all(
                 torch.equal(a, b)

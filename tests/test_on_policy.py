@@ -5,12 +5,15 @@ import math
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from gpurl.agents.ppo import normalize_advantage, ppo_policy_loss, ppo_value_loss
 from gpurl.errors import ConfigError
-from gpurl.policies import ClippedGaussianActor
+from gpurl.policies import VALUE, ClippedGaussianActor
 from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.trainers.off_policy import OffPolicyTrainer
+from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.utils.host_reads import count_host_reads
 
 from .conftest import iterate_without_syncs, requires_cuda
@@ -77,6 +80,66 @@ def test_advantage_normalisation():
     assert out.mean().item() == pytest.approx(0.0, abs=1e-6)
 
 
+def hand_rollout() -> TensorDict:
+    """A rollout [T=2, N=2] with values, rewards and flags set by hand; env 0 terminates
+    at t = 1."""
+    false = torch.zeros(2, 2, 1, dtype=torch.bool)
+    terminated = torch.tensor([[False, False], [True, False]]).unsqueeze(-1)
+    nxt = {"reward": torch.tensor([[1.0, 0.0], [0.0, 2.0]]).unsqueeze(-1)}
+    nxt |= {"terminated": terminated, "truncated": false, "done": terminated.clone()}
+    return TensorDict(
+        {VALUE: torch.tensor([[0.5, 0.0], [1.0, 0.5]]), "next": nxt}, batch_size=[2, 2]
+    )
+
+
+def test_ppo_targets_are_gae_and_the_advantages_it_trains_on_are_normalised(tmp_path):
+    """PPOAgent.compute_targets, the code the trainer runs, on numbers worked by hand."""
+    cfg = load_config(
+        ["agent=ppo", "agent.gamma=0.5", "agent.gae_lambda=0.5", "logger=none", "env.eval_envs=1"]
+    )
+    agent = build(cfg, tmp_path).agent
+    # the bootstrap V(s_t+1) of each step (the agent keeps next observations by default)
+    agent.value = lambda obs: torch.tensor([[1.0, 0.5], [0.0, 1.0]])
+    out = agent.compute_targets(hand_rollout(), last_obs=None)
+    # delta_t = r + 0.5 V' (1 - terminated) - V:
+    #   t=1: env 0: 0 + 0 - 1.0 = -1.0     env 1: 2 + 0.5 - 0.5 = 2.0
+    #   t=0: env 0: 1 + 0.5 - 0.5 = 1.0    env 1: 0 + 0.25 - 0 = 0.25
+    # A_1 = delta_1; A_0 = delta_0 + 0.5 * 0.5 * A_1 = [0.75, 0.75]
+    # value targets A + V (before normalising): [[1.25, 0.75], [0.0, 2.5]]
+    torch.testing.assert_close(out["value_target"], torch.tensor([[1.25, 0.75], [0.0, 2.5]]))
+    # the advantages normalised over the rollout: mean 0.625, unbiased std sqrt(4.5625 / 3)
+    std = math.sqrt(4.5625 / 3)
+    expected = (torch.tensor([[0.75, 0.75], [-1.0, 2.0]]) - 0.625) / std
+    torch.testing.assert_close(out["advantage"], expected)
+    agent.normalize_advantage = False  # agent.normalize_advantage=false: the raw GAE
+    out = agent.compute_targets(hand_rollout(), last_obs=None)
+    torch.testing.assert_close(out["advantage"], torch.tensor([[0.75, 0.75], [-1.0, 2.0]]))
+
+
+def test_truncation_without_next_observations_bootstraps_from_the_next_row(tmp_path):
+    """agent.bootstrap_truncated=false: V(s_t+1) is the next row's stored value and the
+    last row's V(last_obs); a done step then bootstraps nothing."""
+    cfg = load_config(
+        [
+            "agent=ppo",
+            "agent.gamma=0.5",
+            "agent.gae_lambda=0.5",
+            "agent.bootstrap_truncated=false",
+            "agent.normalize_advantage=false",
+            "logger=none",
+            "env.eval_envs=1",
+        ]
+    )
+    agent = build(cfg, tmp_path).agent
+    agent.value = lambda obs: torch.tensor([3.0, 4.0])  # V(last_obs) of the two envs
+    out = agent.compute_targets(hand_rollout(), last_obs=TensorDict({}, batch_size=[2]))
+    # next values: t=0 -> the t=1 row [1.0, 0.5]; t=1 -> V(last_obs) [3.0, 4.0], cut at
+    # env 0's end. delta_1 = [0 - 1.0, 2 + 2.0 - 0.5] = [-1.0, 3.5]
+    # delta_0 = [1 + 0.5 - 0.5, 0 + 0.25 - 0] = [1.0, 0.25]; A_0 = delta_0 + 0.25 A_1
+    expected = torch.tensor([[1.0 - 0.25, 0.25 + 0.875], [-1.0, 3.5]])
+    torch.testing.assert_close(out["advantage"], expected)
+
+
 class Passthrough(torch.nn.Identity):
     out_features = 1
 
@@ -106,7 +169,6 @@ def small(tmp_path, overrides):
     cfg = load_config(
         [
             *overrides,
-            "trainer=on_policy",
             "env.num_envs=4",
             "env.eval_envs=2",
             "agent.hidden=[32,32]",
@@ -124,7 +186,7 @@ def small(tmp_path, overrides):
         ["env=cartpole", "agent=ppo"],
         ["env=pendulum", "agent=ppo"],
         ["env=cartpole", "agent=a2c"],
-        ["env=pendulum", "agent=ppo", "trainer.bootstrap_truncated=false"],
+        ["env=pendulum", "agent=ppo", "agent.bootstrap_truncated=false"],
         ["env=pixels", "agent=ppo"],
         ["env=pixels", "agent=ppo", "agent.shared_encoder=true"],
     ],
@@ -140,12 +202,12 @@ def small(tmp_path, overrides):
 def test_on_policy_iterations_read_nothing_on_the_host(tmp_path, overrides):
     trainer = small(tmp_path, overrides)
     trainer.iteration()  # warm-up: buffers are allocated
-    before = trainer.agent.updates
+    before = trainer.progress.update_count
     with count_host_reads() as reads:
         for _ in range(3):
             trainer.iteration()
     passes = trainer.epochs * trainer.minibatches
-    assert trainer.agent.updates == before + 3 * passes
+    assert trainer.progress.update_count == before + 3 * passes
     assert int(trainer.progress.updates) == 4 * passes
     assert trainer.frames == 4 * 8 * 4
     assert reads.count == 0, reads.report()
@@ -170,12 +232,14 @@ def test_on_policy_iterations_never_sync_on_cuda(tmp_path, overrides):
 def test_on_policy_iteration_reuses_its_buffers(tmp_path):
     trainer = small(tmp_path, ["env=cartpole", "agent=ppo"])
     trainer.iteration()
-    ptrs = [t.data_ptr() for t in (trainer.advantage, trainer.perm, *trainer._targets)]
+    buffers = lambda: (*trainer.targets.values(), trainer.perm, *trainer._targets)  # noqa: E731
+    ptrs = [t.data_ptr() for t in buffers()]
     trainer.iteration()
-    assert ptrs == [t.data_ptr() for t in (trainer.advantage, trainer.perm, *trainer._targets)]
+    assert ptrs == [t.data_ptr() for t in buffers()]
     # the advantages are normalised over the rollout
-    assert trainer.advantage.mean().item() == pytest.approx(0.0, abs=1e-5)
-    assert trainer.advantage.std().item() == pytest.approx(1.0, abs=1e-4)
+    advantage = trainer.targets["advantage"]
+    assert advantage.mean().item() == pytest.approx(0.0, abs=1e-5)
+    assert advantage.std().item() == pytest.approx(1.0, abs=1e-4)
 
 
 def shared_and_separate(tmp_path, overrides=(), value_coef=0.5):
@@ -239,19 +303,24 @@ def test_shared_encoder_is_trained_by_both_losses(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "overrides, fits",
+    "overrides, trainer",
     [
-        (["agent=dqn", "trainer=on_policy"], "trainer=off_policy"),
-        (["env=pendulum", "agent=sac", "trainer=on_policy"], "trainer=off_policy"),
-        (["agent=ppo", "trainer=off_policy"], "trainer=on_policy"),
-        (["agent=a2c", "trainer=off_policy"], "trainer=on_policy"),
-        (["agent=pqn", "trainer=off_policy"], "trainer=on_policy"),
-        (["env=marinenav", "agent=ppo", "trainer=on_policy"], "single-agent"),
+        (["agent=dqn"], OffPolicyTrainer),
+        (["env=pendulum", "agent=sac"], OffPolicyTrainer),
+        (["agent=ppo"], OnPolicyTrainer),
+        (["agent=a2c"], OnPolicyTrainer),
+        (["agent=pqn"], OnPolicyTrainer),
     ],
 )
-def test_wrong_trainer_agent_pairs_raise_one_line(tmp_path, overrides, fits):
-    cfg = load_config([*overrides, "logger=none", "trainer.progress=false"])
-    with pytest.raises(ConfigError, match=fits) as err:
+def test_the_agent_picks_its_trainer(tmp_path, overrides, trainer):
+    """`agent=ppo` runs as it is: the agent's kind, not a config key, picks the loop."""
+    cfg = load_config([*overrides, "env.eval_envs=2", "logger=none", "trainer.progress=false"])
+    assert type(build(cfg, tmp_path)) is trainer
+
+
+def test_on_policy_agents_refuse_multi_robot_envs_in_one_line(tmp_path):
+    cfg = load_config(["env=marinenav", "agent=ppo", "logger=none", "trainer.progress=false"])
+    with pytest.raises(ConfigError, match="single-agent") as err:
         build(cfg, tmp_path)
     assert "\n" not in str(err.value)
 

@@ -26,7 +26,7 @@ def small(tmp_path, preset="pixels_ppo", device="cpu", extra=()):
             "env.eval_envs=3",
             "env.max_steps=5",
             "trainer.rollout_steps=8",
-            "trainer.minibatches=2",
+            "agent.minibatches=2",
             "logger=none",
             "trainer.progress=false",
             *extra,

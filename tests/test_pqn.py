@@ -17,7 +17,6 @@ def small(tmp_path, overrides=()):
         [
             "env=cartpole",
             "agent=pqn",
-            "trainer=on_policy",
             "env.num_envs=4",
             "env.eval_envs=2",
             "agent.hidden=[32,32]",
@@ -31,19 +30,17 @@ def small(tmp_path, overrides=()):
 
 
 def rollout_targets(trainer):
-    """One rollout and the trainer's targets for it, before any update."""
+    """One rollout and the agent's targets for it, before any update."""
     batch = trainer.collector.rollout()
-    trainer._allocate(batch)
-    trainer._returns(batch)
-    return batch
+    return batch, trainer.agent.compute_targets(batch, trainer.collector.obs)
 
 
 @pytest.mark.parametrize("bootstrap_truncated", [True, False])
 def test_trainer_hands_pqn_the_q_lambda_returns_of_its_rollout(tmp_path, bootstrap_truncated):
     torch.manual_seed(0)
-    trainer = small(tmp_path, [f"trainer.bootstrap_truncated={bootstrap_truncated}"])
+    trainer = small(tmp_path, [f"agent.bootstrap_truncated={bootstrap_truncated}"])
     agent = trainer.agent
-    batch = rollout_targets(trainer)
+    batch, targets = rollout_targets(trainer)
     nxt = batch["next"]
     done = nxt["done"].squeeze(-1)
     assert done[:-1].any()  # episodes end inside the rollout: the trace is cut there
@@ -63,20 +60,20 @@ def test_trainer_hands_pqn_the_q_lambda_returns_of_its_rollout(tmp_path, bootstr
             terminated = done  # truncation counts as an end
     reward = nxt["reward"].squeeze(-1) * agent.reward_scale
     expected = q_lambda(reward, next_q, terminated, done, agent.gamma, agent.q_lambda)
-    torch.testing.assert_close(trainer.value_target, expected)
-    assert "advantage" not in trainer._minibatch.keys()  # GAE is not computed for PQN
+    torch.testing.assert_close(targets["value_target"], expected)
+    assert list(targets.keys()) == ["value_target"]  # no GAE for PQN
 
 
 def test_update_regresses_q_of_the_taken_action_onto_the_target(tmp_path):
     torch.manual_seed(0)
     trainer = small(tmp_path, ["agent.anneal_lr=false", "agent.lr=5e-3"])
     agent = trainer.agent
-    rollout_targets(trainer)
-    batch = trainer._flat[:8].clone()
-    batch["value_target"] = torch.linspace(-1.0, 2.0, 8)
-    first = agent.update(batch)
+    batch, _ = rollout_targets(trainer)
+    batch = batch[0, :4].select("observation", "action").clone()
+    batch["value_target"] = torch.linspace(-1.0, 2.0, 4)
+    first = agent.update(batch, agent.progress)
     for _ in range(100):
-        last = agent.update(batch)
+        last = agent.update(batch, agent.progress)
     with torch.no_grad():
         q = agent.q(batch).gather(-1, batch["action"].long().unsqueeze(-1)).squeeze(-1)
     assert last["loss"] < 0.01 * first["loss"]
@@ -104,6 +101,6 @@ def test_a_pixel_run_checkpoints_and_resumes_to_the_same_iteration(tmp_path):
     run.iteration()
     torch.set_rng_state(rng)  # both trainers draw from the one global generator
     resumed.iteration()
-    torch.testing.assert_close(resumed.value_target, run.value_target)
+    torch.testing.assert_close(resumed.targets["value_target"], run.targets["value_target"])
     for key, value in run.agent.q.state_dict().items():
         torch.testing.assert_close(resumed.agent.q.state_dict()[key], value)

@@ -68,7 +68,7 @@ def test_killed_run_resumes_where_its_checkpoint_left_off(tmp_path):
     trainer = build(load_config([*ARGS, f"trainer.resume={run_dir}"]), tmp_path / "resumed")
     agent = trainer.agent
     assert trainer.frames == frames
-    assert agent.updates == saved["agent"]["updates"] > 0
+    assert trainer.progress.update_count == saved["progress"]["update_count"] > 0
     for name, module in agent.modules().items():  # networks, target networks, policy
         assert tensors_equal(module.state_dict(), saved["agent"]["modules"][name]), name
     assert trainer.progress.frames.item() == frames
@@ -81,7 +81,7 @@ def test_killed_run_resumes_where_its_checkpoint_left_off(tmp_path):
     trainer.iteration()
     assert trainer.frames == frames + 4
     assert len(trainer.buffer) == frames + 4
-    assert agent.updates == saved["agent"]["updates"] + 4
+    assert trainer.progress.update_count == saved["progress"]["update_count"] + 4
     assert trainer.progress.frames.item() == frames + 4
 
 

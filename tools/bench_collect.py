@@ -71,9 +71,16 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
     spec = CompileSpec(policy=True, env=True)
     cenv = make_env({"name": env_name}, device=device, num_envs=num_envs)
     cprogress = Progress(device)
-    cpolicy = compile_policy(make_policy(env_info(cenv), cprogress), spec)
+    cpolicy = make_policy(env_info(cenv), cprogress)
     compiled = LeanCollector(
-        cenv, cpolicy, info, frames_per_batch, cprogress, next_obs=True, step=env_step(cenv, spec)
+        cenv,
+        cpolicy,
+        info,
+        frames_per_batch,
+        cprogress,
+        next_obs=True,
+        step=env_step(cenv, spec),
+        act=compile_policy(cpolicy, spec),
     )
     stock = Collector(
         env,

@@ -359,7 +359,7 @@ AGENT_CASES = {
     "ddpg": ["env=pendulum", "agent=ddpg"],
     "td3": ["env=pendulum", "agent=td3"],
     "sac": ["env=pendulum", "agent=sac"],
-    "ppo": ["env=cartpole", "agent=ppo", "trainer=on_policy"],
+    "ppo": ["env=cartpole", "agent=ppo"],
 }
 # The six MarineNav agents as their presets build them (networks, batch size, replay),
 # at the curriculum's last stage (5 robots per env, 4 obstacles): --agents marinenav.
@@ -395,11 +395,12 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     num_envs minibatch for PPO) and its collector's rollout of one step of every env."""
     import tempfile
 
+    from gpurl.agents import AGENTS, OnPolicyAgent
     from gpurl.train import build, load_config
     from tools.common import environment_record, training_batch
 
     device = torch.device(args.device)
-    on_policy = "trainer=on_policy" in AGENT_CASES[agent]
+    on_policy = issubclass(AGENTS[load_config(AGENT_CASES[agent]).agent.name], OnPolicyAgent)
     # a preset's networks and batch size
     preset = agent.startswith(("marinenav_", "packing_"))
     # MarineNav's and packing's steps have no pure core for compile_lean_step, and the packing
@@ -419,7 +420,7 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
         *([] if on_policy else ["trainer.init_random_frames=1000000000"]),
         *([] if on_policy or preset else [f"trainer.batch_size={args.batch_size}"]),
         *([] if on_policy else [f"trainer.frames_per_batch={num_envs}"]),
-        *(["trainer.rollout_steps=1", "trainer.minibatches=1"] if on_policy else []),
+        *(["trainer.rollout_steps=1", "agent.minibatches=1"] if on_policy else []),
     ]
     torch.manual_seed(0)
     cfg = load_config(overrides)

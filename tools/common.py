@@ -20,9 +20,10 @@ def training_batch(trainer):
     value targets (what the on-policy trainer hands `update`)."""
     import torch
 
+    from gpurl.agents import OnPolicyAgent
     from gpurl.policies import LOG_PROB, VALUE
 
-    if not trainer.agent.on_policy:
+    if not isinstance(trainer.agent, OnPolicyAgent):
         for _ in range(8):
             trainer.iteration()
         return trainer.buffer.sample(trainer.progress)

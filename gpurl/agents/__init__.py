@@ -6,7 +6,7 @@ from torchrl.data import MultiCategorical
 
 from gpurl.agents.a2c import A2CAgent
 from gpurl.agents.acqin import ACIQNAgent
-from gpurl.agents.base import Agent
+from gpurl.agents.base import Agent, OffPolicyAgent, OnPolicyAgent
 from gpurl.agents.ddpg import DDPGAgent
 from gpurl.agents.dqn import DQNAgent
 from gpurl.agents.hrl_dqn import HRLDQNAgent
@@ -16,6 +16,7 @@ from gpurl.agents.pqn import PQNAgent
 from gpurl.agents.rainbow import RainbowAgent
 from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
+from gpurl.core.compile import EAGER, CompileSpec
 from gpurl.core.progress import Progress
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
@@ -34,16 +35,29 @@ AGENTS: dict[str, type[Agent]] = {
     "hrl_dqn": HRLDQNAgent,
 }
 
+__all__ = ["AGENTS", "Agent", "OffPolicyAgent", "OnPolicyAgent", "make_agent"]
 
-def make_agent(agent_cfg, info: EnvInfo, progress: Progress, random_frames: int = 0) -> Agent:
+
+def make_agent(
+    agent_cfg,
+    info: EnvInfo,
+    progress: Progress,
+    random_frames: int = 0,
+    compile: CompileSpec = EAGER,
+) -> Agent:
+    """The agent an agent config names, built for `info`. `random_frames` (the trainer's
+    init_random_frames) reaches off-policy agents' exploration; on-policy agents have
+    no random warm-up."""
     name = agent_cfg["name"]
     if name not in AGENTS:
         raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
-    multi_part = getattr(AGENTS[name], "multi_part_actions", False)
-    if isinstance(info.action_spec, MultiCategorical) and not multi_part:
+    cls = AGENTS[name]
+    if isinstance(info.action_spec, MultiCategorical) and not cls.multi_part_actions:
         raise ConfigError(
             f"agent={name} cannot act in this env: its action is a multi-part discrete "
             f"choice (packing's item, orientation and corner), which the hierarchical "
             f"agent fits: use agent=hrl_dqn (e.g. experiment=packing_hrl_cpu)"
         )
-    return AGENTS[name](agent_cfg, info, progress, random_frames)
+    if issubclass(cls, OffPolicyAgent):
+        return cls(agent_cfg, info, progress, random_frames=random_frames, compile=compile)
+    return cls(agent_cfg, info, progress, compile=compile)

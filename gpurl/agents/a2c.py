@@ -3,7 +3,7 @@
 One pass over each rollout (agent.epochs = agent.minibatches = 1), where the ratio is
 1 and its gradient is the plain policy gradient A grad log pi (ppo.ppo_policy_loss with
 clip None). Everything else, networks, GAE, the value loss, the entropy bonus, is
-PPO's (ppo.py).
+PPO's (ppo.py); A2C's config has no clipping keys.
 """
 
 from __future__ import annotations
@@ -14,6 +14,5 @@ from gpurl.agents.ppo import PPOAgent
 class A2CAgent(PPOAgent):
     name = "a2c"
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress, random_frames)
-        self.clip = self.value_clip = None  # A2C never clips, whatever the config says
+    def clips(self, cfg) -> tuple[None, None]:
+        return None, None

@@ -27,15 +27,17 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 
 from gpurl.agents.base import (
-    Agent,
+    OffPolicyAgent,
     clip_and_step,
     hard_update,
+    is_every,
     make_optimizer,
     polyak_update,
     require_continuous,
     target_copy,
 )
 from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss, tail_fractions
+from gpurl.core.compile import EAGER
 from gpurl.core.replay import weighted_mean
 from gpurl.errors import ConfigError
 from gpurl.policies import (
@@ -111,12 +113,11 @@ class CriticCheckedActor(nn.Module):
         return candidates.gather(-2, best).squeeze(-2)
 
 
-class ACIQNAgent(Agent):
+class ACIQNAgent(OffPolicyAgent):
     name = "acqin"
-    compiled_steps = ("learn",)
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
+        super().__init__(cfg, info, progress, random_frames, compile)
         action_dim = require_continuous(info, "acqin", "iqn or dqn, or a continuous env")
         enc, device = cfg.get("encoder"), info.device
         self.actor = DeterministicActor(
@@ -141,15 +142,25 @@ class ACIQNAgent(Agent):
         self.policy = PolicyWrapper(
             self.search, info, progress, make_exploration(cfg, info, random_frames)
         ).to(device)
+        self.learn_step = self.compiled(self.learn)
 
     def modules(self):
-        # The policy's parameters are the actor's and the critic's (saved under those
-        # names): leaving it out keeps checkpoints the same with and without the search.
-        return {k: m for k, m in super().modules().items() if k not in ("policy", "search")}
+        # The policy's parameters are the actor's and the critic's: the search adds none,
+        # so checkpoints are the same with and without it.
+        return {
+            "actor": self.actor,
+            "critic": self.critic,
+            "actor_target": self.actor_target,
+            "critic_target": self.critic_target,
+            "exploration": self.policy.exploration,
+        }
 
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        metrics = self.learn(batch)
-        if self.count_update():
+    def optimizers(self):
+        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer}
+
+    def update(self, batch: TensorDict, progress) -> TensorDict:
+        metrics = self.learn_step(batch)
+        if self.cfg.target_update == "hard" and is_every(progress, self.cfg.target_update_interval):
             hard_update(self.actor_target, self.actor)
             hard_update(self.critic_target, self.critic)
         return metrics

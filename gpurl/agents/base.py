@@ -1,34 +1,59 @@
-"""What every agent shares: checking the action space, optimisers, target networks, state.
+"""What every agent shares, and the two kinds of agent the trainers run.
 
-An agent is built from (cfg, EnvInfo, Progress): it owns its networks, target
-networks, optimisers and a PolicyWrapper for acting, and declares what it needs from
-the trainer:
+An agent is built from (cfg, EnvInfo, Progress) and the run's compile settings: it owns
+its networks, target networks, optimisers and the policy it acts with, and declares:
 
-    on_policy        which trainer fits (trainer=off_policy or trainer=on_policy)
-    replay_spec()    off-policy: n-step, gamma, prioritized replay (trainers/replay.py)
-    update(batch, progress) -> TensorDict of device scalars (losses and the like); for
-                     prioritized replay also a "priority" entry [batch] the trainer
-                     hands back to the buffer
+    Agent (both kinds)
+      policy                    the ActingPolicy the collector acts with (exploring) and
+                                evaluation runs greedily
+      modules() / optimizers()  its state, listed explicitly: checkpoints (state /
+      / buffers()               load_state), the trainer's NaN check and torchrun's
+                                start-up broadcast read them
+      update(batch, progress)   one gradient update -> TensorDict of device scalars
+                                (losses and the like); the trainer sums them on the
+                                device and reads them once per log interval
+      compiled(fn)              fn as the compile settings ask: each agent builds its
+                                gradient steps with it once, in __init__, and calls them
 
-The trainer accumulates the metrics and reads them once per log interval.
+    OffPolicyAgent              trained by trainers/off_policy.py from a replay
+      replay_spec()             what its replay needs (core/replay.ReplaySpec)
+      update(...)               may return a "priority" entry [batch] that the trainer
+                                hands back to a prioritized replay
+
+    OnPolicyAgent               trained by trainers/on_policy.py from rollouts
+      epochs, minibatches       passes over each rollout and minibatches per pass
+      bootstrap_truncated       a truncated episode bootstraps from V(s_final): the
+                                collector then keeps next observations
+      value(obs)                the bootstrap value
+      compute_targets(rollout, last_obs)  the rollout's learning targets (GAE
+                                advantages, Q(lambda) returns), beside the loss
+      learn(minibatch)          one gradient step
+      set_horizon(total_frames) the run's length, for learning-rate annealing
+
+Counting is the progress record's (core/progress.py): the trainer counts an update
+after `update` returns, so inside it the update being made is number
+`progress.update_count + 1`; hard target copies and delayed steps are decided from
+that host count, without reading the device.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 from torchrl.data import Bounded
 
+from gpurl.core.compile import EAGER, CompileSpec, capturable, compile_step
 from gpurl.core.distributed import average_gradients
 from gpurl.core.private import foreach_copy_, foreach_lerp_
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
 from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
+from gpurl.policies.wrapper import VALUE, ActingPolicy
 
 
 def require_discrete(info: EnvInfo, agent: str, fits: str) -> int:
@@ -50,7 +75,15 @@ def require_continuous(info: EnvInfo, agent: str, fits: str) -> int:
     return info.action_dim
 
 
-def make_optimizer(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Optimizer:
+def require_single_agent(info: EnvInfo, agent: str, fits: str) -> None:
+    if info.multi_agent:
+        raise ConfigError(
+            f"agent={agent} runs on single-agent envs for now (this env has a robot group "
+            f"{tuple(info.group_shape)}): use {fits}"
+        )
+
+
+def make_optimizer(params: Iterable[nn.Parameter], lr) -> torch.optim.Optimizer:
     # fused Adam keeps its step counters as device tensors: no .item() per step (the
     # default foreach Adam reads them on the host) and about 3x faster on small CPU nets.
     return torch.optim.Adam(params, lr=lr, fused=True)
@@ -61,8 +94,9 @@ def target_copy(net: nn.Module) -> nn.Module:
 
 
 @torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """target <- target + tau (online - target), one fused lerp over all parameters."""
+def polyak_update(target: nn.Module, online: nn.Module, tau) -> None:
+    """target <- target + tau (online - target), one fused lerp over all parameters
+    (tau may be a device scalar: 1 where a hard copy is due, 0 elsewhere)."""
     foreach_lerp_(target.parameters(), online.parameters(), tau)
 
 
@@ -87,94 +121,191 @@ def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: floa
         optimizer.step()
 
 
-def replay_spec_from(cfg) -> ReplaySpec:
-    """The replay an off-policy agent config asks for (agent.n_step, agent.prioritized...)."""
-    return ReplaySpec(
-        n_step=int(cfg.get("n_step", 1)),
-        gamma=float(cfg.gamma),
-        prioritized=bool(cfg.get("prioritized", False)),
-        alpha=float(cfg.get("priority_alpha", 0.6)),
-        beta_start=float(cfg.get("priority_beta_start", 0.4)),
-        beta_end=float(cfg.get("priority_beta_end", 1.0)),
-        beta_frames=int(cfg.get("priority_beta_frames", 0)),
-        sampler=str(cfg.get("priority_sampler", "auto")),
-    )
+def is_every(progress: Progress, n: int) -> bool:
+    """Whether the update being made is the n-th, 2n-th, ... of the run (host counts)."""
+    return (progress.update_count + 1) % max(int(n), 1) == 0
 
 
 class Agent:
-    """Holds named modules and optimisers so checkpoints need no per-agent code."""
+    """The state and hooks both kinds of agent share (module docstring)."""
 
     name: str
-    policy: nn.Module
-    on_policy: bool = False
-    # The methods holding each gradient step, tensors in and tensors out with no Python
-    # state touched: what compile.update / compile.cudagraphs / compile.amp wrap.
-    compiled_steps: tuple[str, ...] = ()
+    policy: ActingPolicy
+    #: acts in a multi-part discrete action (packing's item, orientation and corner)
+    multi_part_actions: bool = False
 
-    def __init__(self, cfg, info: EnvInfo, progress: Progress):
+    def __init__(self, cfg, info: EnvInfo, progress: Progress, compile: CompileSpec = EAGER):
         self.cfg, self.info, self.progress = cfg, info, progress
-        self.updates = 0
+        self.compile = compile
 
-    def replay_spec(self) -> ReplaySpec:
-        return replay_spec_from(self.cfg)
-
+    # -- state ---------------------------------------------------------------------------
     def modules(self) -> Mapping[str, nn.Module]:
-        return {k: v for k, v in vars(self).items() if isinstance(v, nn.Module) and k[0] != "_"}
+        """Every module whose parameters or buffers a resumed run needs, by name."""
+        raise NotImplementedError
 
     def optimizers(self) -> Mapping[str, torch.optim.Optimizer]:
-        return {k: v for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
+        raise NotImplementedError
 
-    def state_dict(self) -> dict:
+    def buffers(self) -> Mapping[str, Tensor]:
+        """Device tensors of the agent's own beside its modules (a learning-rate
+        scalar, a schedule's last step), restored in place."""
+        return {}
+
+    def state(self) -> dict:
+        """Everything a checkpoint keeps of the agent."""
         return {
             "modules": {k: m.state_dict() for k, m in self.modules().items()},
             "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
-            "updates": self.updates,
+            "buffers": {k: t.clone() for k, t in self.buffers().items()},
         }
 
-    def load_state_dict(self, state: Mapping) -> None:
+    def load_state(self, state: Mapping) -> None:
         for k, m in self.modules().items():
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers().items():
+            lrs = [group["lr"] for group in o.param_groups]
             o.load_state_dict(state["optimizers"][k])
-        self.updates = state["updates"]
+            for group, lr in zip(o.param_groups, lrs, strict=True):
+                # A device lr the agent schedules in place (annealing, stage gates) must
+                # stay the tensor the optimizer reads: load_state_dict puts a copy there.
+                if isinstance(lr, Tensor):
+                    lr.copy_(group["lr"])
+                    group["lr"] = lr
+        for k, t in self.buffers().items():
+            t.copy_(state["buffers"][k])
+
+    def parameters(self) -> list[tuple[str, Tensor]]:
+        """(name, parameter) of every module, each parameter once."""
+        seen, out = set(), []
+        for name, module in self.modules().items():
+            for pname, p in module.named_parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append((f"{name}.{pname}", p))
+        return out
+
+    # -- learning ------------------------------------------------------------------------
+    def compiled(self, fn: Callable) -> Callable:
+        """`fn`, a gradient step (tensors in, tensors out, no Python state touched), as
+        the compile settings ask (core/compile.compile_step). Called once per step at
+        the end of __init__, after the optimizers exist (a captured step needs them
+        capturable)."""
+        if self.compile.cudagraphs:
+            capturable(self.optimizers().values())
+        return compile_step(fn, self.compile, self.info.device)
 
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         raise NotImplementedError
 
-    def count_update(self) -> bool:
-        """Count one update; True when a hard target copy is due (agent.target_update
-        hard, every agent.target_update_interval updates)."""
-        self.updates += 1
+
+class OffPolicyAgent(Agent):
+    """An agent learning from a replay (trainers/off_policy.py). `random_frames` is the
+    trainer's init_random_frames: epsilon-greedy acts uniformly before it."""
+
+    def __init__(
+        self,
+        cfg,
+        info: EnvInfo,
+        progress: Progress,
+        random_frames: int = 0,
+        compile: CompileSpec = EAGER,
+    ):
+        super().__init__(cfg, info, progress, compile)
+        self.random_frames = int(random_frames)
+
+    def replay_spec(self) -> ReplaySpec:
+        """The replay the agent config asks for (agent.n_step, agent.prioritized...)."""
         cfg = self.cfg
-        return (
-            cfg.get("target_update") == "hard"
-            and self.updates % int(cfg.target_update_interval) == 0
+        return ReplaySpec(
+            n_step=int(cfg.n_step),
+            gamma=float(cfg.gamma),
+            prioritized=bool(cfg.prioritized),
+            alpha=float(cfg.priority_alpha),
+            beta_start=float(cfg.priority_beta_start),
+            beta_end=float(cfg.priority_beta_end),
+            beta_frames=int(cfg.priority_beta_frames),
+            sampler=str(cfg.priority_sampler),
         )
 
 
-class AnnealedLRAgent(Agent):
-    """An on-policy agent with one optimizer whose learning rate can anneal linearly to 0
-    over the run (agent.anneal_lr; PPO, A2C, PQN). The lr is a device tensor, so the
-    schedule is a closed-form function of the frame counter with no host read. The
-    subclass builds its optimizer with `self.lr` and does its gradient step in `learn`."""
+class OnPolicyAgent(Agent):
+    """An agent learning from rollouts (trainers/on_policy.py), with one optimiser whose
+    learning rate may anneal linearly to 0 over the run (agent.anneal_lr). The lr is a
+    device tensor: the schedule is a closed-form function of the frame counter with no
+    host read. The subclass builds its optimizer with `self.lr`, writes `value`,
+    `compute_targets` and `learn`, and ends its __init__ with
+    `self.learn_step = self.compiled(self.learn)`."""
 
-    def __init__(self, cfg, info: EnvInfo, progress: Progress):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info: EnvInfo, progress: Progress, compile: CompileSpec = EAGER):
+        super().__init__(cfg, info, progress, compile)
+        self.epochs, self.minibatches = int(cfg.epochs), int(cfg.minibatches)
+        for key, value in (("epochs", self.epochs), ("minibatches", self.minibatches)):
+            if value < 1:
+                raise ConfigError(f"agent.{key} must be >= 1, got {value}")
+        self.bootstrap_truncated = bool(cfg.bootstrap_truncated)
+        self.gamma = float(cfg.gamma)
         self.lr = torch.tensor(float(cfg.lr), device=info.device)
         self.anneal_frames = 0
+        self._next_value: Tensor | None = None
+        self._targets: TensorDict | None = None
 
     def set_horizon(self, total_frames: int) -> None:
-        """Called by the on-policy trainer with trainer.total_frames."""
+        """The run's length in frames (the trainer's total_frames), for annealing."""
         self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
 
-    def update(self, batch: TensorDict, progress: Progress | None = None) -> TensorDict:
-        progress = progress if progress is not None else self.progress
+    # -- targets ---------------------------------------------------------------------------
+    def value(self, obs: TensorDict) -> Tensor:
+        """The value an episode bootstraps from at `obs` [*batch]."""
+        raise NotImplementedError
+
+    def compute_targets(self, rollout: TensorDict, last_obs: TensorDict | None) -> TensorDict:
+        """The learning targets of a rollout [T, N] (its policy wrote VALUE at each step),
+        as a TensorDict [T, N] whose entries minibatches carry beside the rollout's.
+        `last_obs` is the observation to act on after the rollout (None when the
+        collector keeps no such thing: TorchRL's). Allocated once, refilled in place."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def bootstrap(self, rollout: TensorDict, last_obs: TensorDict | None):
+        """(reward, next_value, terminated, done), each shaped like the rollout's VALUE.
+
+        next_value[t] is the value of the observation that followed step t. With
+        bootstrap_truncated (the collector kept next observations), it is V of each
+        step's next observation, so a truncated step bootstraps from its final state.
+        Without, it is the next row's stored value, and the last row's V(last_obs); a
+        truncated step then reads the reset observation, so truncation ends the
+        bootstrap as termination does."""
+        value = rollout.get(VALUE)
+        if self._next_value is None or self._next_value.shape != value.shape:
+            self._next_value = torch.empty_like(value)
+        nxt, info, next_value = rollout.get("next"), self.info, self._next_value
+        reward = nxt.get(info.reward_key).reshape(value.shape)
+        terminated = nxt.get(info.terminated_key).reshape(value.shape)
+        done = nxt.get(info.done_key).reshape(value.shape)
+        if self.bootstrap_truncated or last_obs is None:
+            next_value.copy_(self.value(nxt))
+        else:
+            next_value[:-1].copy_(value[1:])
+            next_value[-1].copy_(self.value(last_obs))
+            terminated = done
+        return reward, next_value, terminated, done
+
+    def target_buffers(self, like: Tensor, *names: str) -> TensorDict:
+        """The TensorDict [T, N] compute_targets fills: `names`, each shaped like `like`,
+        allocated at the first rollout and reused."""
+        if self._targets is None or self._targets.batch_size != like.shape[:2]:
+            self._targets = TensorDict(
+                {n: torch.empty_like(like) for n in names}, batch_size=like.shape[:2]
+            )
+        return self._targets
+
+    # -- learning ----------------------------------------------------------------------------
+    def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         if self.anneal_frames:
             frac = 1.0 - progress.frames.double() / self.anneal_frames
             self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
-        metrics = self.learn(batch)
-        self.updates += 1
-        return metrics
+        return self.learn_step(batch)
 
     def learn(self, batch: TensorDict) -> TensorDict:
+        """One minibatch gradient step: tensors in, tensors out."""
         raise NotImplementedError

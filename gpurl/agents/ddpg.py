@@ -7,23 +7,25 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 
 from gpurl.agents.base import (
-    Agent,
+    OffPolicyAgent,
     clip_and_step,
+    is_every,
     make_optimizer,
     polyak_update,
     require_continuous,
     target_copy,
 )
+from gpurl.core.compile import EAGER
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, DeterministicActor, PolicyWrapper, make_encoder, make_exploration
 
 
-class DDPGAgent(Agent):
+class DDPGAgent(OffPolicyAgent):
     name = "ddpg"
     n_critics = 1
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
+        super().__init__(cfg, info, progress, random_frames, compile)
         action_dim = require_continuous(info, self.name, "dqn, or a continuous env")
         enc = cfg.get("encoder")
         self.actor = DeterministicActor(
@@ -39,6 +41,20 @@ class DDPGAgent(Agent):
         self.policy = PolicyWrapper(
             self.actor, info, progress, make_exploration(cfg, info, random_frames)
         ).to(info.device)
+        self.critic_step_fn = self.compiled(self.critic_step)
+        self.actor_step_fn = self.compiled(self.actor_step)
+
+    def modules(self):
+        return {
+            "actor": self.actor,
+            "actor_target": self.actor_target,
+            "critic": self.critic,
+            "critic_target": self.critic_target,
+            "exploration": self.policy.exploration,
+        }
+
+    def optimizers(self):
+        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer}
 
     def _critic_values(self, critics, obs, action) -> torch.Tensor:
         return torch.stack([c(obs, action) for c in critics])  # [n_critics, B]
@@ -46,13 +62,10 @@ class DDPGAgent(Agent):
     def _target_action(self, next_obs):
         return self.actor_target(next_obs)
 
-    compiled_steps = ("critic_step", "actor_step")
-
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        metrics = self.critic_step(batch)
-        self.updates += 1
-        if self.updates % self.cfg.get("policy_delay", 1) == 0:
-            metrics.update(self.actor_step(batch))
+    def update(self, batch: TensorDict, progress) -> TensorDict:
+        metrics = self.critic_step_fn(batch)
+        if is_every(progress, self.cfg.policy_delay):  # TD3's delayed actor and targets
+            metrics.update(self.actor_step_fn(batch))
         return metrics
 
     def critic_step(self, batch: TensorDict) -> TensorDict:

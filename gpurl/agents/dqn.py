@@ -17,14 +17,16 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 
 from gpurl.agents.base import (
-    Agent,
+    OffPolicyAgent,
     clip_and_step,
     hard_update,
+    is_every,
     make_optimizer,
     polyak_update,
     require_discrete,
     target_copy,
 )
+from gpurl.core.compile import EAGER
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import (
     PolicyWrapper,
@@ -50,11 +52,11 @@ def dqn_target(q_target_next, q_online_next, reward, discount, double: bool, mas
     return reward + discount * next_q
 
 
-class DQNAgent(Agent):
+class DQNAgent(OffPolicyAgent):
     name = "dqn"
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
+        super().__init__(cfg, info, progress, random_frames, compile)
         n_actions = require_discrete(info, self.name, "sac, td3 or ddpg, or a discrete env")
         sigma0 = float(cfg.get("noisy_sigma0") or 0.0)
         self.noisy = sigma0 > 0
@@ -72,19 +74,24 @@ class DQNAgent(Agent):
             self.q, info, progress, make_exploration(cfg, info, random_frames)
         ).to(info.device)
         self.mask_key = info.action_mask_key
+        self.learn_step = self.compiled(self.learn)
 
-    compiled_steps = ("learn",)
+    def modules(self):
+        return {"q": self.q, "q_target": self.q_target, "exploration": self.policy.exploration}
+
+    def optimizers(self):
+        return {"optimizer": self.optimizer}
 
     def make_support(self, cfg) -> torch.Tensor | None:
         """The return distribution's support: none (Q-values) here, C51's in Rainbow."""
         return None
 
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
+    def update(self, batch: TensorDict, progress) -> TensorDict:
         if self.noisy:  # fresh noise per update, for the online and target networks
             resample_noise(self.q)
             resample_noise(self.q_target)
-        metrics = self.learn(batch)
-        if self.count_update():
+        metrics = self.learn_step(batch)
+        if self.cfg.target_update == "hard" and is_every(progress, self.cfg.target_update_interval):
             hard_update(self.q_target, self.q)
         return metrics
 

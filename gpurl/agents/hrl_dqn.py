@@ -1,5 +1,5 @@
 """The packing agent: a manager Double DQN picks the item, a worker Double DQN places it
-(shared/specs/packing.md, "Hierarchy"; Huang et al., RA-L 2023).
+(Huang et al., RA-L 2023; the task and its hierarchy: docs/envs/packing.md).
 
     manager   Q_m(s, slot) over the K candidate items (ManagerNet over each candidate's
               7 maps and 8 scalars), masked to the valid candidates
@@ -38,11 +38,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModuleBase
 
-from gpurl.agents.base import Agent, clip_and_step, make_optimizer, target_copy
-from gpurl.core.compile import autocast, bf16_supported
-from gpurl.core.private import foreach_lerp_
+from gpurl.agents.base import (
+    OffPolicyAgent,
+    clip_and_step,
+    make_optimizer,
+    polyak_update,
+    target_copy,
+)
+from gpurl.core.compile import EAGER, CompileSpec, autocast, bf16_supported
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec, weighted_mean
 from gpurl.envs.info import EnvInfo
@@ -58,7 +62,7 @@ from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
 from gpurl.envs.packing.placement import placement_maps, void_depth
 from gpurl.errors import ConfigError
 from gpurl.policies.packing import ManagerNet, WorkerUNet
-from gpurl.policies.wrapper import exploring
+from gpurl.policies.wrapper import ActingPolicy, exploring
 
 OBS_KEYS = ["heightmap", "items", "candidates", "candidate_mask", "candidate_features"]
 HEURISTICS = 4  # largest, smallest, random, flattest
@@ -249,7 +253,7 @@ class Schedule:
 
 
 # -- acting ---------------------------------------------------------------------------------
-class HRLPolicy(TensorDictModuleBase):
+class HRLPolicy(ActingPolicy):
     """Manager then worker, batched over envs: td in, td out with "action" [B, 4] =
     (slot, orientation, ix, iy). Greedy under ExplorationType.DETERMINISTIC; otherwise
     epsilon-greedy at both levels, with stage 1's heuristic item order."""
@@ -310,12 +314,19 @@ class HRLPolicy(TensorDictModuleBase):
 
 
 # -- the agent ------------------------------------------------------------------------------
-class HRLDQNAgent(Agent):
+class HRLDQNAgent(OffPolicyAgent):
     name = "hrl_dqn"
     multi_part_actions = True  # acts in packing's (slot, orientation, ix, iy) action
 
-    def __init__(self, cfg, info: EnvInfo, progress: Progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(
+        self,
+        cfg,
+        info: EnvInfo,
+        progress: Progress,
+        random_frames: int = 0,
+        compile: CompileSpec = EAGER,
+    ):
+        super().__init__(cfg, info, progress, random_frames, compile)
         if not isinstance(info.model, PackingGeometry):
             raise ConfigError(
                 "agent=hrl_dqn packs items on heightmaps: use it with env=packing "
@@ -350,6 +361,25 @@ class HRLDQNAgent(Agent):
         self.bf16 = bool(cfg.get("bf16", False)) and bf16_supported(dev)
         self.device = dev
         self.policy = HRLPolicy(self)
+        # compile.update: both levels' losses and steps, one graph
+        self.learn_step = self.compiled(self.learn)
+
+    def modules(self):
+        return {
+            "manager": self.manager,
+            "worker": self.worker,
+            "manager_target": self.manager_target,
+            "worker_target": self.worker_target,
+        }
+
+    def optimizers(self):
+        return {
+            "worker_optimizer": self.worker_optimizer,
+            "manager_optimizer": self.manager_optimizer,
+        }
+
+    def buffers(self):
+        return {"copied": self.copied}  # the last target round copied
 
     def autocast(self):
         return autocast(self.device, self.bf16)
@@ -358,13 +388,6 @@ class HRLDQNAgent(Agent):
         return ReplaySpec(
             n_step=1, gamma=float(self.cfg.gamma), storage_dtypes={"heightmap": torch.float16}
         )
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "copied": self.copied.clone()}
-
-    def load_state_dict(self, state) -> None:
-        super().load_state_dict(state)
-        self.copied.copy_(state["copied"])
 
     # -- learning ---------------------------------------------------------------------------
     @torch.no_grad()
@@ -386,26 +409,19 @@ class HRLDQNAgent(Agent):
         reward, discount = batch["reward"], batch["discount"]
         return reward + discount * v_m, reward + discount * v_w
 
-    def update(self, batch: TensorDict, progress: Progress | None = None) -> TensorDict:
-        progress = progress if progress is not None else self.progress
+    def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         cfg, sched = self.cfg, self.schedule
         stage2 = sched.stage2(progress)
         self.worker_lr.copy_(torch.where(stage2, float(cfg.lr_stage2), float(cfg.lr)))
         self.manager_lr.copy_(torch.where(sched.manager_turn(progress), float(cfg.lr_stage2), 0.0))
-        metrics = self.learn(batch)
+        metrics = self.learn_step(batch)
         # a due hard copy is a lerp with weight 1 (0 otherwise): no host read
         rnd = sched.target_round(progress)
         due = (rnd > self.copied).float()
-        for target, online in (
-            (self.manager_target, self.manager),
-            (self.worker_target, self.worker),
-        ):
-            foreach_lerp_(target.parameters(), online.parameters(), due)
+        polyak_update(self.manager_target, self.manager, due)
+        polyak_update(self.worker_target, self.worker, due)
         self.copied.copy_(torch.maximum(self.copied, rnd))
-        self.updates += 1
         return metrics
-
-    compiled_steps = ("learn",)  # compile.update: both levels' losses and steps, one graph
 
     def learn(self, batch: TensorDict) -> TensorDict:
         with self.autocast():

@@ -23,15 +23,17 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 
 from gpurl.agents.base import (
-    Agent,
+    OffPolicyAgent,
     clip_and_step,
     hard_update,
+    is_every,
     make_optimizer,
     polyak_update,
     require_discrete,
     target_copy,
 )
 from gpurl.agents.dqn import masked_q
+from gpurl.core.compile import EAGER
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
 
@@ -118,12 +120,11 @@ class QuantileNetwork(nn.Module):
         return self.quantiles(feature, taus).mean(-2)
 
 
-class IQNAgent(Agent):
+class IQNAgent(OffPolicyAgent):
     name = "iqn"
-    compiled_steps = ("learn",)
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
+        super().__init__(cfg, info, progress, random_frames, compile)
         n_actions = require_discrete(info, "iqn", "sac, td3 or ddpg, or a discrete env")
         self.z = QuantileNetwork(
             make_encoder(info, cfg.get("encoder")),
@@ -139,10 +140,17 @@ class IQNAgent(Agent):
             self.z, info, progress, make_exploration(cfg, info, random_frames)
         ).to(info.device)
         self.mask_key = info.action_mask_key
+        self.learn_step = self.compiled(self.learn)
 
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        metrics = self.learn(batch)
-        if self.count_update():
+    def modules(self):
+        return {"z": self.z, "z_target": self.z_target, "exploration": self.policy.exploration}
+
+    def optimizers(self):
+        return {"optimizer": self.optimizer}
+
+    def update(self, batch: TensorDict, progress) -> TensorDict:
+        metrics = self.learn_step(batch)
+        if self.cfg.target_update == "hard" and is_every(progress, self.cfg.target_update_interval):
             hard_update(self.z_target, self.z)
         return metrics
 

@@ -4,17 +4,18 @@ The actor (categorical logits, or a clipped Gaussian with a state-independent lo
 for continuous actions) and the critic V(s) have separate trunks, as in CleanRL's
 ppo.py; one Adam optimiser steps both. With `agent.shared_encoder` they share one
 encoder (CleanRL's ppo_atari.py shares its CNN): it runs once per acting step and once
-per minibatch, and both losses train it. The on-policy trainer (trainers/on_policy.py)
-collects a rollout, computes GAE advantages and the value targets, and hands this
-agent shuffled minibatches holding
+per minibatch, and both losses train it.
 
-    the observation entries, "action" (env-scaled), "sample_log_prob" and
-    "state_value" written by the policy at collection time, "advantage" and
-    "value_target" (advantage + value).
+The on-policy trainer (trainers/on_policy.py) collects a rollout with the policy, which
+stores "sample_log_prob" and "state_value" beside each action; `compute_targets` turns
+it into GAE advantages (normalised over the rollout with agent.normalize_advantage)
+and value targets (advantage + value); the trainer then hands `update` shuffled
+minibatches of the observation entries, "action" (env-scaled), the stored log-prob and
+value, "advantage" and "value_target".
 
 The losses are pure functions below (ppo_policy_loss, ppo_value_loss), each checked on
-hand-computed numbers in tests/test_on_policy.py. A2C (a2c.py) is this agent without
-clipping, one pass per rollout.
+hand-computed numbers in tests/test_on_policy.py, as are the targets. A2C (a2c.py) is
+this agent without clipping, one pass per rollout.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
-from gpurl.agents.base import AnnealedLRAgent, clip_and_step
+from gpurl.agents.base import OnPolicyAgent, clip_and_step, require_single_agent
+from gpurl.core.compile import EAGER
+from gpurl.core.returns import gae
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     LOG_PROB,
@@ -79,18 +82,12 @@ def _optional(value) -> float | None:
     return None if value is None or float(value) <= 0 else float(value)
 
 
-class PPOAgent(AnnealedLRAgent):
+class PPOAgent(OnPolicyAgent):
     name = "ppo"
-    on_policy = True
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
-        if info.multi_agent:
-            raise ConfigError(
-                f"agent={self.name} runs on single-agent envs for now (this env has a robot "
-                f"group {tuple(info.group_shape)}): use an off-policy agent (dqn, ddpg, td3, "
-                f"sac) with trainer=off_policy"
-            )
+    def __init__(self, cfg, info, progress, compile=EAGER):
+        super().__init__(cfg, info, progress, compile)
+        require_single_agent(info, self.name, "an off-policy agent (dqn, ddpg, td3, sac)")
         if cfg.activation not in ACTIVATIONS:
             raise ConfigError(
                 f"agent.activation={cfg.activation} is unknown: use {' or '.join(ACTIVATIONS)}"
@@ -127,16 +124,47 @@ class PPOAgent(AnnealedLRAgent):
             write_log_prob=True,
             encoder=self.encoder,
         ).to(device)
-        self.gamma, self.gae_lambda = float(cfg.gamma), float(cfg.gae_lambda)
-        self.clip = _optional(cfg.clip_epsilon)
-        self.value_clip = _optional(cfg.value_clip)
+        self.gae_lambda = float(cfg.gae_lambda)
+        self.clip, self.value_clip = self.clips(cfg)
         self.normalize_advantage = bool(cfg.normalize_advantage)
+        self.learn_step = self.compiled(self.learn)
 
-    # -- what the on-policy trainer asks ------------------------------------------------------
+    def clips(self, cfg) -> tuple[float | None, float | None]:
+        """(surrogate clip, value clip); None where off (a null or non-positive value)."""
+        return _optional(cfg.clip_epsilon), _optional(cfg.value_clip)
+
+    def modules(self):
+        shared = {} if self.encoder is None else {"encoder": self.encoder}
+        return {**shared, "actor": self.actor, "critic": self.critic}
+
+    def optimizers(self):
+        return {"optimizer": self.optimizer}
+
+    # -- targets -------------------------------------------------------------------------------
     def value(self, obs) -> Tensor:
         return self.critic(with_features(self.encoder, obs))
 
-    compiled_steps = ("learn",)
+    @torch.no_grad()
+    def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:
+        """GAE advantages and value targets [T, N] (core/returns.gae), the advantages
+        normalised over the rollout when agent.normalize_advantage."""
+        reward, next_value, terminated, done = self.bootstrap(rollout, last_obs)
+        value = rollout.get(VALUE)
+        out = self.target_buffers(value, "advantage", "value_target")
+        advantage, value_target = out.get("advantage"), out.get("value_target")
+        gae(
+            reward,
+            value,
+            next_value,
+            terminated,
+            done,
+            self.gamma,
+            self.gae_lambda,
+            out=(advantage, value_target),
+        )
+        if self.normalize_advantage:
+            normalize_advantage(advantage)
+        return out
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""

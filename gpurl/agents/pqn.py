@@ -6,18 +6,19 @@ regression of Q(s_t, a_t) onto them follow. No replay buffer and no target netwo
 a LayerNorm after each hidden layer is what keeps the bootstrapped regression stable
 (the paper's argument), and the targets are fixed for the epochs of one rollout.
 
-It runs under trainer=on_policy (trainers/on_policy.py), which asks it for
+It is an on-policy agent (trainers/on_policy.py):
 
-    value(obs)   max_a Q(s, a): the bootstrap of the rollout's last step, and of every
-                 step when trainer.bootstrap_truncated keeps the next observations
-    targets(...) the Q(lambda) returns (returns.q_lambda) in place of GAE
+    value(obs)             max_a Q(s, a) over the legal actions: the bootstrap of the
+                           rollout's last step, and of every step when
+                           agent.bootstrap_truncated keeps the next observations
+    compute_targets(...)   the Q(lambda) returns (core/returns.q_lambda), "value_target"
 
-and hands `update` shuffled minibatches holding the observation entries, "action" and
-"value_target" (the return). The acting pass writes max_a Q(s_t, a) as the state
-value (PolicyWrapper write_max_q): the network does not change during a rollout, so
-that is max Q(s_{t+1}) for the step before, at no extra forward pass; only the steps
-whose next observation is not the one stored next (the last, and truncated ones when
-bootstrapped from the final observation) need the trainer's extra pass.
+and `update` gets shuffled minibatches holding the observation entries, "action" and
+"value_target". The acting pass writes max_a Q(s_t, a) as the state value
+(PolicyWrapper write_max_q): the network does not change during a rollout, so that is
+max Q(s_{t+1}) for the step before, at no extra forward pass; only the steps whose next
+observation is not the one stored next (the last, and truncated ones when bootstrapped
+from the final observation) need an extra pass.
 """
 
 from __future__ import annotations
@@ -27,26 +28,26 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 from torch import Tensor
 
-from gpurl.agents.base import AnnealedLRAgent, clip_and_step, require_discrete
+from gpurl.agents.base import (
+    OnPolicyAgent,
+    clip_and_step,
+    require_discrete,
+    require_single_agent,
+)
 from gpurl.agents.dqn import masked_q
+from gpurl.core.compile import EAGER
 from gpurl.core.returns import q_lambda
 from gpurl.errors import ConfigError
-from gpurl.policies import PolicyWrapper, QNetwork, make_encoder, make_exploration
+from gpurl.policies import VALUE, PolicyWrapper, QNetwork, make_encoder, make_exploration
 
 
-class PQNAgent(AnnealedLRAgent):
+class PQNAgent(OnPolicyAgent):
     name = "pqn"
-    on_policy = True
-    compiled_steps = ("learn",)
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info, progress, compile=EAGER):
+        super().__init__(cfg, info, progress, compile)
         n_actions = require_discrete(info, self.name, "ppo, sac or td3, or a discrete env")
-        if info.multi_agent:
-            raise ConfigError(
-                f"agent={self.name} runs on single-agent envs for now (this env has a robot "
-                f"group {tuple(info.group_shape)}): use agent=dqn with trainer=off_policy"
-            )
+        require_single_agent(info, self.name, "agent=dqn")
         if cfg.loss not in ("mse", "huber"):
             raise ConfigError(f"agent.loss={cfg.loss} is unknown: use mse or huber")
         device = info.device
@@ -58,23 +59,35 @@ class PQNAgent(AnnealedLRAgent):
         ).to(device)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
         self.policy = PolicyWrapper(
-            self.q, info, progress, make_exploration(cfg, info, random_frames), write_max_q=True
+            self.q, info, progress, make_exploration(cfg, info), write_max_q=True
         ).to(device)
-        self.gamma, self.q_lambda = float(cfg.gamma), float(cfg.q_lambda)
-        self.reward_scale = float(cfg.get("reward_scale", 1.0))
+        self.q_lambda = float(cfg.q_lambda)
+        self.reward_scale = float(cfg.reward_scale)
         self.mask_key = info.action_mask_key
+        self.learn_step = self.compiled(self.learn)
 
-    # -- what the on-policy trainer asks ------------------------------------------------------
+    def modules(self):
+        return {"q": self.q}
+
+    def optimizers(self):
+        return {"optimizer": self.optimizer}
+
+    # -- targets -------------------------------------------------------------------------------
     def value(self, obs) -> Tensor:
         """max_a Q(s, a) over the legal actions."""
         mask = obs.get(self.mask_key) if self.mask_key else None
         return masked_q(self.q(obs), mask).max(-1).values
 
-    def targets(self, reward, next_value, terminated, done, out: Tensor) -> Tensor:
-        """The Q(lambda) returns of a rollout [T, num_envs] of scaled rewards, into `out`."""
+    @torch.no_grad()
+    def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:
+        """The Q(lambda) returns [T, N] of the rollout's rewards x agent.reward_scale."""
+        reward, next_value, terminated, done = self.bootstrap(rollout, last_obs)
+        out = self.target_buffers(rollout.get(VALUE), "value_target")
         if self.reward_scale != 1.0:
             reward = reward * self.reward_scale
-        return q_lambda(reward, next_value, terminated, done, self.gamma, self.q_lambda, out)
+        target = out.get("value_target")
+        q_lambda(reward, next_value, terminated, done, self.gamma, self.q_lambda, target)
+        return out
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""

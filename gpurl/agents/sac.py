@@ -12,13 +12,14 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 
 from gpurl.agents.base import (
-    Agent,
+    OffPolicyAgent,
     clip_and_step,
     make_optimizer,
     polyak_update,
     require_continuous,
     target_copy,
 )
+from gpurl.core.compile import EAGER
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encoder, make_exploration
 
@@ -29,11 +30,11 @@ def temperature_loss(log_alpha, logp, target_entropy: float, batch) -> torch.Ten
     return -weighted_mean(log_alpha * (logp + target_entropy), batch)
 
 
-class SACAgent(Agent):
+class SACAgent(OffPolicyAgent):
     name = "sac"
 
-    def __init__(self, cfg, info, progress, random_frames: int = 0):
-        super().__init__(cfg, info, progress)
+    def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
+        super().__init__(cfg, info, progress, random_frames, compile)
         action_dim = require_continuous(info, "sac", "dqn, or a continuous env")
         enc, device = cfg.get("encoder"), info.device
         self.actor = TanhGaussianActor(make_encoder(info, enc), action_dim, cfg.hidden).to(device)
@@ -51,16 +52,26 @@ class SACAgent(Agent):
         self.policy = PolicyWrapper(
             self.actor, info, progress, make_exploration(cfg, info, random_frames)
         ).to(device)
+        self.learn_step = self.compiled(self.learn)
 
     def modules(self):
-        return {**super().modules(), "log_alpha": torch.nn.ParameterList([self.log_alpha])}
+        return {
+            "actor": self.actor,
+            "critic": self.critic,
+            "critic_target": self.critic_target,
+            "log_alpha": torch.nn.ParameterList([self.log_alpha]),
+            "exploration": self.policy.exploration,
+        }
 
-    compiled_steps = ("learn",)
+    def optimizers(self):
+        return {
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+            "alpha_optimizer": self.alpha_optimizer,
+        }
 
-    def update(self, batch: TensorDict, progress=None) -> TensorDict:
-        metrics = self.learn(batch)
-        self.updates += 1
-        return metrics
+    def update(self, batch: TensorDict, progress) -> TensorDict:
+        return self.learn_step(batch)
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """Critic, actor and temperature steps and the Polyak target step: tensors in,

@@ -1,8 +1,4 @@
-"""The progress record: how far training has come, as device counters the trainer owns.
-
-Schedules (epsilon, exploration noise, prioritized beta, an agent's stages) are
-closed-form functions of these counters (DESIGN.md rule 5), so reading them never
-leaves the device and every schedule agrees on what "a frame" is:
+"""The progress record: how far training has come, the one count every part reads.
 
     frames    env steps taken, summed over envs and over torchrun's ranks (one step
               of a MarineNav env with five robots is one frame, as for
@@ -10,14 +6,20 @@ leaves the device and every schedule agrees on what "a frame" is:
     updates   gradient updates made
     episodes  episodes finished, over this process's envs
 
-The collector advances `frames` and `episodes` as it steps, the trainer `updates`.
+Each count is a device tensor, which schedules read (epsilon, exploration noise,
+prioritized beta, learning-rate annealing, an agent's stages: DESIGN.md rule 5), so
+reading it never leaves the device. Frames and updates are also kept as host ints,
+advanced in the same call that advances the tensors: the host decides on them (the
+trainer's intervals, an agent's hard target copies and delayed actor steps) without
+reading the device, and the two can never disagree. Episodes are device-only: knowing
+them on the host would need a read.
+
+The collector advances frames and episodes as it steps, the trainer updates.
 """
 
 from __future__ import annotations
 
 import torch
-
-COUNTERS = ("frames", "updates", "episodes")
 
 
 class Progress:
@@ -25,15 +27,41 @@ class Progress:
         # Under torchrun every rank steps as many envs as this one, so a collector adds
         # its own frames x world_size: schedules follow the whole run's frames.
         self.world_size = int(world_size)
-        for name in COUNTERS:
-            setattr(self, name, torch.zeros((), dtype=torch.int64, device=device))
+        self.frames = torch.zeros((), dtype=torch.int64, device=device)
+        self.updates = torch.zeros((), dtype=torch.int64, device=device)
+        self.episodes = torch.zeros((), dtype=torch.int64, device=device)
+        self.frame_count = 0  # == frames, on the host
+        self.update_count = 0  # == updates, on the host
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: getattr(self, name).clone() for name in COUNTERS}
+    def add_frames(self, local_frames: int) -> None:
+        """Count `local_frames` steps of this process's envs (x world_size ranks)."""
+        n = int(local_frames) * self.world_size
+        self.frames.add_(n)
+        self.frame_count += n
 
-    def load_state_dict(self, state) -> None:
-        for name in COUNTERS:
-            getattr(self, name).copy_(state[name])
+    def add_episodes(self, finished: torch.Tensor) -> None:
+        """Count the episodes ended this step (a device count, never read here)."""
+        self.episodes.add_(finished)
 
-    def __repr__(self) -> str:  # a host read: for debugging, never on the hot path
-        return "Progress(" + ", ".join(f"{n}={int(getattr(self, n))}" for n in COUNTERS) + ")"
+    def add_update(self) -> None:
+        self.updates.add_(1)
+        self.update_count += 1
+
+    def state_dict(self) -> dict:
+        return {
+            "frames": self.frames.clone(),
+            "updates": self.updates.clone(),
+            "episodes": self.episodes.clone(),
+            "frame_count": self.frame_count,
+            "update_count": self.update_count,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.frames.copy_(state["frames"])
+        self.updates.copy_(state["updates"])
+        self.episodes.copy_(state["episodes"])
+        self.frame_count = int(state["frame_count"])
+        self.update_count = int(state["update_count"])
+
+    def __repr__(self) -> str:  # the host counts only: no device read
+        return f"Progress(frames={self.frame_count}, updates={self.update_count})"

@@ -1,5 +1,6 @@
 from gpurl.policies.exploration import (
     EpsilonGreedy,
+    Exploration,
     GaussianNoise,
     LinearSchedule,
     OUNoise,
@@ -23,9 +24,11 @@ from gpurl.policies.networks import (
     with_features,
 )
 from gpurl.policies.noisy import NoisyLinear, resample_noise
-from gpurl.policies.wrapper import LOG_PROB, VALUE, PolicyWrapper
+from gpurl.policies.wrapper import LOG_PROB, VALUE, ActingPolicy, PolicyWrapper
 
 __all__ = [
+    "ActingPolicy",
+    "Exploration",
     "CNNEncoder",
     "CategoricalActor",
     "ClippedGaussianActor",

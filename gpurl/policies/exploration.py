@@ -36,29 +36,45 @@ def ou_step(state: torch.Tensor, theta: float, sigma: float, dt: float = 1e-2) -
     return state - theta * state * dt + sigma * dt**0.5 * torch.randn_like(state)
 
 
-class EpsilonGreedy(nn.Module):
+class Exploration(nn.Module):
+    """What PolicyWrapper composes around an action while exploring, with its defaults:
+    `forward(action, td, frames, mask) -> action` on the whole batch; stateful modules
+    (OU noise) are told where episodes end; epsilon-greedy reports its epsilon."""
+
+    #: keeps state across steps that must restart with an episode (episode_end)
+    stateful: bool = False
+
+    def episode_end(self, done: torch.Tensor) -> None:
+        """Restart the state of the envs (or robots) where done [*env batch] is True."""
+
+    def epsilon(self, frames: torch.Tensor) -> torch.Tensor | None:
+        """The exploration rate at `frames` (a device scalar), for logging; None if none."""
+        return None
+
+
+class EpsilonGreedy(Exploration):
     def __init__(self, epsilon: LinearSchedule, n_actions: int | None = None, random_frames=0):
         super().__init__()
-        self.epsilon = epsilon
+        self.schedule = epsilon
         self.n_actions = n_actions  # None: a continuous action in [-1, 1]^d
         self.random_frames = int(random_frames)
 
-    def rate(self, frames: torch.Tensor) -> torch.Tensor:
-        return torch.where(frames < self.random_frames, 1.0, self.epsilon(frames))
+    def epsilon(self, frames: torch.Tensor) -> torch.Tensor:
+        return torch.where(frames < self.random_frames, 1.0, self.schedule(frames))
 
     def forward(self, action, td, frames, mask=None):
         if self.n_actions is None:
-            coin = torch.rand(action.shape[:-1] + (1,), device=action.device) < self.rate(frames)
+            coin = torch.rand(action.shape[:-1] + (1,), device=action.device) < self.epsilon(frames)
             return torch.where(coin, torch.rand_like(action) * 2 - 1, action)
         if mask is None:
             random = torch.randint(self.n_actions, action.shape, device=action.device)
         else:
             random = uniform_legal_action(mask)
-        coin = torch.rand(action.shape, device=action.device) < self.rate(frames)
+        coin = torch.rand(action.shape, device=action.device) < self.epsilon(frames)
         return torch.where(coin, random, action)
 
 
-class GaussianNoise(nn.Module):
+class GaussianNoise(Exploration):
     def __init__(self, sigma: LinearSchedule):
         super().__init__()
         self.sigma = sigma
@@ -67,8 +83,10 @@ class GaussianNoise(nn.Module):
         return action + self.sigma(frames) * torch.randn_like(action)
 
 
-class OUNoise(nn.Module):
+class OUNoise(Exploration):
     """Ornstein-Uhlenbeck noise with one process per action slot of the training env."""
+
+    stateful = True
 
     def __init__(self, sigma: LinearSchedule, shape, theta: float = 0.15, device="cpu"):
         super().__init__()
@@ -90,7 +108,7 @@ class OUNoise(nn.Module):
         self.state.mul_(keep)
 
 
-def make_exploration(cfg, info, random_frames: int = 0) -> list[nn.Module]:
+def make_exploration(cfg, info, random_frames: int = 0) -> list[Exploration]:
     """The exploration an agent config asks for, for the env's action space.
 
     Keys read (all optional): epsilon_start / epsilon_end / epsilon_frames (epsilon
@@ -98,7 +116,7 @@ def make_exploration(cfg, info, random_frames: int = 0) -> list[nn.Module]:
     noise (none | gaussian | ou), noise_start / noise_end / noise_frames, ou_theta.
     """
     cfg = dict(cfg)
-    explore: list[nn.Module] = []
+    explore: list[Exploration] = []
     if not info.discrete:
         noise = cfg.get("noise", "none")
         sigma = LinearSchedule(

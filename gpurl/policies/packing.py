@@ -1,4 +1,4 @@
-"""The packing agent's two networks (shared/specs/packing.md, "Hierarchy").
+"""The packing agent's two networks (Huang et al., RA-L 2023; docs/envs/packing.md).
 
 ManagerNet scores candidate items: a ResNet-style trunk over each candidate's 7 maps
 (box heightmap; the item's tops from front, rear, left, right and at identity; its bottom

@@ -18,6 +18,10 @@ It composes three things:
 Exploration follows TorchRL's global exploration type: inside
 `set_exploration_type(ExplorationType.DETERMINISTIC)` (evaluation) the action is
 greedy; under RANDOM, or outside any context, the policy explores.
+
+ActingPolicy is what every policy a collector acts with declares (PolicyWrapper,
+packing's hierarchical policy): its input and output keys, and the hooks the collector
+and the trainer call, with defaults.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 from gpurl.core.progress import Progress
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
+from gpurl.policies.exploration import Exploration
 from gpurl.policies.networks import with_features
 
 LOG_PROB = "sample_log_prob"
@@ -55,13 +60,33 @@ def exploring() -> bool:
     return exploration_type() in (None, ExplorationType.RANDOM)
 
 
-class PolicyWrapper(TensorDictModuleBase):
+class ActingPolicy(TensorDictModuleBase):
+    """td in, td out: reads `in_keys`, writes `out_keys` (the action first).
+
+    The collector calls episode_end(done) after each step when `stateful` (exploration
+    that must restart with an episode); the trainer logs `epsilon()` when not None.
+    A compiled acting form (trainers/compile.compile_policy) is called in its place;
+    these declarations stay the eager policy's."""
+
+    in_keys: list
+    out_keys: list
+    stateful: bool = False
+
+    def episode_end(self, done: torch.Tensor) -> None:
+        """Restart per-episode exploration state where done [*env batch] is True."""
+
+    def epsilon(self) -> torch.Tensor | None:
+        """The current epsilon of epsilon-greedy exploration (a device scalar), or None."""
+        return None
+
+
+class PolicyWrapper(ActingPolicy):
     def __init__(
         self,
         network: nn.Module,
         info: EnvInfo,
         progress: Progress,
-        exploration: Sequence[nn.Module] = (),
+        exploration: Sequence[Exploration] = (),
         value: nn.Module | None = None,
         write_log_prob: bool = False,
         write_max_q: bool = False,
@@ -81,6 +106,7 @@ class PolicyWrapper(TensorDictModuleBase):
         self.action_key, self.mask_key = info.action_key, info.action_mask_key
         self.progress = progress
         self.exploration = nn.ModuleList(exploration)
+        self.stateful = any(module.stateful for module in self.exploration)
         if write_max_q and (self.kind != "q" or value is not None):
             raise ConfigError("write_max_q needs a Q-network and no separate value network")
         self.value = value
@@ -106,13 +132,15 @@ class PolicyWrapper(TensorDictModuleBase):
 
     # -- acting ---------------------------------------------------------------------------
     @torch.no_grad()
-    def forward(self, td: TensorDictBase) -> TensorDictBase:
+    def forward(self, td: TensorDictBase, frames: torch.Tensor | None = None) -> TensorDictBase:
+        """Act on `td`; exploration schedules read `frames` (the progress record's
+        counter unless given: a compiled policy passes it as an input)."""
         explore = exploring()
         mask = td.get(self.mask_key) if self.mask_key else None
         obs = with_features(self.encoder, td)
         action, log_prob, scores = self._act(obs, mask, explore)
         if explore:
-            frames = self.progress.frames
+            frames = self.progress.frames if frames is None else frames
             for module in self.exploration:
                 action = module(action, td, frames, mask)
         if not self.discrete:
@@ -143,12 +171,12 @@ class PolicyWrapper(TensorDictModuleBase):
     def episode_end(self, done: torch.Tensor) -> None:
         """Tell stateful exploration (OU noise) which envs start a new episode."""
         for module in self.exploration:
-            if hasattr(module, "episode_end"):
-                module.episode_end(done)
+            module.episode_end(done)
 
     def epsilon(self) -> torch.Tensor | None:
         """The current epsilon (a device scalar), for logging; None without epsilon-greedy."""
         for module in self.exploration:
-            if hasattr(module, "rate"):
-                return module.rate(self.progress.frames)
+            rate = module.epsilon(self.progress.frames)
+            if rate is not None:
+                return rate
         return None

@@ -70,7 +70,6 @@ class Trainer:
         self.rank, self.world = distributed.rank(), distributed.world_size()
         self.tracker = EpisodeTracker(env.batch_size.numel(), self.device)
         self.metrics = MetricSums()
-        self.frames = 0
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
         # Every evaluation's full metrics (MarineNav: success, collisions... per stage)
@@ -82,6 +81,11 @@ class Trainer:
         # (file, frames) of the newest checkpoint known good: written or resumed from
         self.last_checkpoint: tuple[Path, int] | None = None
         self.checked_frames = 0  # frames at the last finite check that passed
+
+    @property
+    def frames(self) -> int:
+        """Frames collected so far, over all ranks (the progress record's host count)."""
+        return self.progress.frame_count
 
     def iteration(self) -> None:
         raise NotImplementedError
@@ -143,7 +147,7 @@ class Trainer:
         if env_stats is not None:  # the env's own counters (pixels: success, length)
             scalars.update({f"train/env_{k}": v for k, v in env_stats.items()})
         scalars["train/fps"] = self.frames / max(elapsed, 1e-9)
-        epsilon = getattr(self.agent.policy, "epsilon", lambda: None)()
+        epsilon = self.agent.policy.epsilon()
         if epsilon is not None:
             scalars["train/epsilon"] = float(epsilon)
         if self.logger is not None:
@@ -171,9 +175,9 @@ class Trainer:
 
     def state_dict(self) -> dict:
         return {
-            "frames": self.frames,
+            "frames": self.frames,  # a label for readers; resume restores "progress"
             "wall_time": self.wall_time,
-            "agent": self.agent.state_dict(),
+            "agent": self.agent.state(),
             "progress": self.progress.state_dict(),
             "tracker": self.tracker.state_dict(),
             "metrics": self.metrics.state_dict(),
@@ -196,9 +200,8 @@ class Trainer:
                     f"checkpoint was written by {key}={state['meta'].get(key)}, this run has "
                     f"{key}={self.meta[key]}: resume with the same {key}"
                 )
-        self.frames = state["frames"]
         self.wall_time = state["wall_time"]
-        self.agent.load_state_dict(state["agent"])
+        self.agent.load_state(state["agent"])
         self.progress.load_state_dict(state["progress"])
         self.tracker.load_state_dict(state["tracker"])
         self.metrics.load_state_dict(state["metrics"])
@@ -220,7 +223,8 @@ class Trainer:
         try:
             path = save_checkpoint(self.state_dict(), self.checkpoint_path)
         except (OSError, RuntimeError) as err:
-            reason = (getattr(err, "strerror", None) or str(err)).splitlines()[0][:200]
+            strerror = err.strerror if isinstance(err, OSError) else None
+            reason = (strerror or str(err)).splitlines()[0][:200]
             raise CheckpointWriteError(
                 f"could not write checkpoint {self.checkpoint_path} at frames {self.frames} "
                 f"({reason}): stopped; {self._last_good()}; free disk space, then resume "
@@ -251,7 +255,7 @@ class Trainer:
         """Raise NonFiniteError when an update metric since the last read (`values`, the
         means just read, or else the device sums) or a parameter is NaN or inf. One host
         read; called at log, evaluation and checkpoint time, never per step."""
-        params = self._parameters()
+        params = [(n, p.detach()) for n, p in self.agent.parameters()]
         flags = [torch.isfinite(p).all() for _, p in params]
         params_ok = (
             torch.stack(flags).all()
@@ -269,20 +273,11 @@ class Trainer:
         bad = [f"{k}={v}" for k, v in values.items() if not math.isfinite(v)]
         bad += [f"parameter {n}" for n, p in params if not bool(torch.isfinite(p).all())][:3]
         raise NonFiniteError(
-            f"NaN or inf at frames {self.frames}, updates {int(self.progress.updates)} (all "
+            f"NaN or inf at frames {self.frames}, updates {self.progress.update_count} (all "
             f"finite at frames {self.checked_frames}): {', '.join(bad)}; stopped; "
             f"{self._last_good()}: lower agent.lr or fix the loss, then "
             f"{'resume from it' if self.last_checkpoint else 'start again'}"
         )
-
-    def _parameters(self) -> list[tuple[str, torch.Tensor]]:
-        seen, out = set(), []
-        for name, module in self.agent.modules().items():
-            for pname, p in module.named_parameters():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    out.append((f"{name}.{pname}", p.detach()))
-        return out
 
     def _last_good(self) -> str:
         if self.last_checkpoint is None:

@@ -66,17 +66,19 @@ class LeanCollector:
         progress: Progress,
         next_obs: bool = True,
         step=None,
+        act=None,
     ):
         self.env, self.policy, self.info, self.progress = env, policy, info, progress
-        # the env's lean step, or its compiled form (compile.env: trainers/compile.env_step)
+        # the env's lean step and the policy, or their compiled forms (compile.env,
+        # compile.policy: trainers/compile.py); `policy` declares the keys and hooks
         self.step = step if step is not None else env.lean_step
+        self.act = act if act is not None else policy
         self.steps = frames_per_batch_steps(frames_per_batch, env.num_envs)
         self.frames_per_batch = frames_per_batch
         self.keys, self.next_keys = collected_keys(info, policy, next_obs)
         self.obs: TensorDict | None = None
         self.buffer: TensorDict | None = None
         self._views: list[list[torch.Tensor]] = []
-        self._stateful = any(hasattr(m, "episode_end") for m in getattr(policy, "exploration", []))
 
     def _allocate(self, td: TensorDict, nxt: TensorDict) -> None:
         T = self.steps
@@ -101,21 +103,21 @@ class LeanCollector:
         """Collect one batch [steps, num_envs] from where the last one stopped."""
         if self.obs is None:
             self.obs = self.env.lean_reset()
-        policy, env, progress = self.policy, self.env, self.progress
+        policy, act, env, progress = self.policy, self.act, self.env, self.progress
         keys, next_keys = self.keys, self.next_keys
         td = self.obs
         with set_exploration_type(ExplorationType.RANDOM):
             for t in range(self.steps):
-                td = policy(td)
+                td = act(td)
                 nxt, next_td = self.step(td.get(self.info.action_key))
                 if self.buffer is None:
                     self._allocate(td, nxt)
                 src = [td.get(k) for k in keys] + [nxt.get(k) for k in next_keys]
                 foreach_copy_(self._views[t], src)
                 done = nxt.get("done").reshape(env.batch_size)
-                progress.frames.add_(env.num_envs * progress.world_size)
-                progress.episodes.add_(done.sum())
-                if self._stateful:
+                progress.add_frames(env.num_envs)
+                progress.add_episodes(done.sum())
+                if policy.stateful:
                     policy.episode_end(done)
                 td = next_td
         self.obs = td
@@ -148,13 +150,14 @@ class TorchRLCollector:
         progress: Progress,
         next_obs: bool = True,
         step=None,
+        act=None,
     ):
         if step is not None:
             raise ConfigError("compile.env compiles native envs' lean steps: set it false")
         frames_per_batch_steps(frames_per_batch, int(env.batch_size.numel()))
         self.collector = Collector(
             env,
-            policy,
+            act if act is not None else policy,
             frames_per_batch=frames_per_batch,
             total_frames=-1,
             exploration_type=ExplorationType.RANDOM,
@@ -171,8 +174,8 @@ class TorchRLCollector:
         batch = next(self._it).exclude("collector")
         # TorchRL lays a batched env's frames out [num_envs, steps]; gpurl is time-major
         batch = batch.transpose(0, 1).contiguous() if batch.batch_dims == 2 else batch.unsqueeze(1)
-        self.progress.frames.add_(batch.numel() * self.progress.world_size)
-        self.progress.episodes.add_(batch.get(("next", "done")).sum())
+        self.progress.add_frames(batch.numel())
+        self.progress.add_episodes(batch.get(("next", "done")).sum())
         return batch
 
     def state_dict(self) -> dict:
@@ -183,7 +186,9 @@ class TorchRLCollector:
 
 
 def make_collector(
-    env, policy, info, frames_per_batch: int, progress, next_obs: bool = True, step=None
+    env, policy, info, frames_per_batch: int, progress, next_obs=True, step=None, act=None
 ):
+    """The lean collector for native envs, TorchRL's for others; `step` and `act` are the
+    compiled env step and acting policy, when compiled (trainers/compile.py)."""
     cls = LeanCollector if isinstance(env, NativeEnv) else TorchRLCollector
-    return cls(env, policy, info, frames_per_batch, progress, next_obs, step)
+    return cls(env, policy, info, frames_per_batch, progress, next_obs, step, act)

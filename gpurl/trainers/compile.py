@@ -1,21 +1,9 @@
-"""The `compile` config group: compiled, CUDA-graphed and mixed-precision hot paths.
+"""What the collector acts with and steps, compiled as the `compile` group asks
+(core/compile.py lists the settings; agents compile their own gradient steps).
 
-    compile.update      torch.compile each agent step (Agent.compiled_steps: the whole
-                        gradient step, forward, backward and optimizer, in one graph)
-    compile.policy      torch.compile the policy the collector acts with
+    compile.policy      the acting policy as one Inductor graph (InductorPolicy)
+    compile.cudagraphs  the acting policy captured as a CUDA graph and replayed
     compile.env         the env's lean step through Inductor (gpurl.envs.compile)
-    compile.cudagraphs  CUDA only: capture each agent step, and the acting policy, once
-                        as a CUDA graph (tensordict.nn.CudaGraphModule) and replay it;
-                        optimizers become capturable
-    compile.amp         bf16 autocast of the forward passes; weights, gradients and
-                        optimizer state stay fp32 (backward and the optimizer step run
-                        outside autocast, agents/base.clip_and_step)
-
-All off by default: eager runs are exactly reproducible (bitwise resume) and start at
-once. Compiled steps give the same results as eager ones to float rounding (Inductor
-fuses and reorders float math, and draws its own random numbers unless
-torch._inductor.config.fallback_random is set); amp runs to bf16 precision
-(tests/test_compile.py states the tolerances).
 
 Only what acts in training is compiled: evaluation runs the eager policy (the same
 weights), so a greedy evaluation never replays a graph captured while exploring.
@@ -23,22 +11,12 @@ weights), so a greedy evaluation never replays a graph captured while exploring.
 
 from __future__ import annotations
 
-from gpurl.core.compile import CompileSpec, compile_flat, compile_step
+from torch.func import functional_call
+
+from gpurl.core.compile import CompileSpec, compile_flat
 from gpurl.envs.base import NativeEnv
 from gpurl.errors import ConfigError
-from gpurl.policies.wrapper import PolicyWrapper
-
-
-def compile_agent(agent, spec: CompileSpec) -> None:
-    """Replace the agent's step methods (Agent.compiled_steps) by their compiled forms."""
-    if not (spec.update or spec.cudagraphs or spec.amp):
-        return
-    if spec.cudagraphs:  # a captured optimizer step keeps its step counter on the device
-        for optimizer in agent.optimizers().values():
-            for group in optimizer.param_groups:
-                group["capturable"] = True
-    for name in agent.compiled_steps:
-        setattr(agent, name, compile_step(getattr(agent, name), spec, agent.info.device))
+from gpurl.policies.wrapper import ActingPolicy, PolicyWrapper
 
 
 class InductorPolicy:
@@ -48,26 +26,22 @@ class InductorPolicy:
 
     The graph is a pure function of the policy's parameters and buffers (passed at
     every call, so optimizer updates are seen), its input entries and the progress
-    frame counter; it re-traces when an input's shape changes. Its random draws
-    (exploration) come from Inductor's generator, not the eager stream. It is traced
-    while exploring, as the collector always acts: greedy evaluation keeps the eager
-    policy.
+    frame counter (PolicyWrapper.forward's `frames`); it re-traces when an input's shape
+    changes. Its random draws (exploration) come from Inductor's generator, not the
+    eager stream. It is traced while exploring, as the collector always acts: greedy
+    evaluation keeps the eager policy.
     """
 
-    def __init__(self, policy, mode: str | None = None):
+    def __init__(self, policy: PolicyWrapper, mode: str | None = None):
         self.policy, self.mode = policy, mode
         self.in_keys, self.out_keys = list(policy.in_keys), list(policy.out_keys)
-        self.exploration, self.episode_end = policy.exploration, policy.episode_end
         named = [*policy.named_parameters(), *policy.named_buffers()]
         self.names = [n for n, _ in named]
         self.state = [t for _, t in named]
         self.compiled: dict[tuple, object] = {}
 
     def _flat(self, batch_size, device):
-        from types import SimpleNamespace
-
         from tensordict import TensorDict
-        from torch.func import functional_call
 
         policy, names, in_keys, out_keys = self.policy, self.names, self.in_keys, self.out_keys
 
@@ -76,12 +50,8 @@ class InductorPolicy:
             td = TensorDict({}, batch_size=batch_size, device=device)
             for key, value in zip(in_keys, args[n:-1], strict=True):
                 td.set(key, value)
-            progress = policy.progress
-            policy.progress = SimpleNamespace(frames=args[-1])  # the counter as an input
-            try:
-                out = functional_call(policy, dict(zip(names, args[:n], strict=True)), (td,))
-            finally:
-                policy.progress = progress
+            params = dict(zip(names, args[:n], strict=True))
+            out = functional_call(policy, params, (td,), {"frames": args[-1]})
             return tuple(out.get(k) for k in out_keys)
 
         return flat
@@ -101,9 +71,9 @@ class InductorPolicy:
         return td
 
 
-def compile_policy(policy, spec: CompileSpec):
-    """The module the collector acts with: the agent's policy, compiled and/or graphed.
-    The agent keeps its eager policy for evaluation (same parameters)."""
+def compile_policy(policy: ActingPolicy, spec: CompileSpec):
+    """What the collector acts with: `policy` itself, or compiled and/or graphed. The
+    agent keeps its eager policy for evaluation (same parameters)."""
     acting = policy
     if spec.policy:
         if not isinstance(policy, PolicyWrapper):  # the trace feeds it progress.frames alone
@@ -123,9 +93,6 @@ def compile_policy(policy, spec: CompileSpec):
             out_keys=policy.out_keys,
             device=policy.progress.frames.device,
         )
-    for name in ("in_keys", "out_keys", "exploration", "episode_end"):  # what collectors read
-        if not hasattr(acting, name) and hasattr(policy, name):  # (not every policy explores
-            setattr(acting, name, getattr(policy, name))  # through modules: HRLPolicy)
     return acting
 
 

@@ -43,8 +43,9 @@ class EpisodeTracker:
         return {"finished": self.finished, "running": self.running, "length": self.length}
 
     def load_state_dict(self, state):
-        for key in ("finished", "running", "length"):
-            getattr(self, key).copy_(state[key])
+        self.finished.copy_(state["finished"])
+        self.running.copy_(state["running"])
+        self.length.copy_(state["length"])
 
 
 class MetricSums:

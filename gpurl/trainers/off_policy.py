@@ -1,4 +1,5 @@
 """The off-policy loop: collect -> replay -> update (the rest of the loop is trainers/base.py).
+It trains OffPolicyAgents (agents/base.py).
 
     for each batch of frames_per_batch frames (one step of every env unless set):
         store the batch in the agent's replay (n-step, prioritized, per robot slot)
@@ -23,8 +24,6 @@ class OffPolicyTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         cfg, env, agent, info, progress = self.cfg, self.env, self.agent, self.info, self.progress
-        if agent.on_policy:
-            raise ConfigError(f"agent={agent.name} learns on-policy: use trainer=on_policy with it")
         for key in ("batch_size", "buffer_size"):
             if int(cfg[key]) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {cfg[key]}")
@@ -47,12 +46,13 @@ class OffPolicyTrainer(Trainer):
         )
         self.collector = make_collector(
             env,
-            self.acting,
+            agent.policy,
             info,
             self.frames_per_batch,
             progress,
             next_obs=spec.next_obs,
             step=self.step,
+            act=self.acting,
         )
         self.update_debt = 0.0
 
@@ -60,9 +60,9 @@ class OffPolicyTrainer(Trainer):
     def iteration(self) -> None:
         """Collect one batch, store it, and run the updates it pays for. No host reads."""
         self.env.set_global_step(self.frames)  # a host int: nothing is read back
+        before = self.frames
         batch = self.collector.rollout()
-        frames = batch.numel() * self.world  # every rank collected as many
-        self.frames += frames
+        frames = self.frames - before  # over every rank: each collected as many
         self.tracker.update(batch)
         self.buffer.extend(batch)
         if self.frames < self.cfg.init_random_frames:
@@ -78,7 +78,7 @@ class OffPolicyTrainer(Trainer):
             if priority is not None:
                 self.buffer.update_priorities(sample["index"], priority)
             self.metrics.add(out)
-            self.progress.updates.add_(1)
+            self.progress.add_update()
 
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:

@@ -46,7 +46,9 @@ def tiny_run(tmp_path_factory):
 def test_load_trained_restores_the_saved_agent(tiny_run):
     run_dir, trainer = tiny_run
     cfg, agent = load_trained(run_dir)
-    assert cfg.agent.name == "dqn" and agent.updates == trainer.agent.updates > 0
+    assert (
+        cfg.agent.name == "dqn" and agent.progress.update_count == trainer.progress.update_count > 0
+    )
     for a, b in zip(agent.q.parameters(), trainer.agent.q.parameters(), strict=True):
         assert torch.equal(a.cpu(), b.cpu())  # load_trained loads on the CPU by default
 

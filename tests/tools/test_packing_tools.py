@@ -40,7 +40,7 @@ def test_eval_packing_puts_the_learned_packer_beside_the_baselines(tiny_run, cap
         assert 0 < r["utilisation"] < 1 and 0 < r["packed"] <= 6
         assert {"compactness", "pyramidality", "max_height"} <= set(r)
     cfg, agent = load_trained(tiny_run)
-    assert agent.name == "hrl_dqn" and agent.updates > 0
+    assert agent.name == "hrl_dqn" and agent.progress.update_count > 0
     # each learned level beside the other level's heuristic rule
     split = ["--policies", "learned_manager,learned_worker"]
     eval_packing.main(
