@@ -346,3 +346,20 @@ def test_ppo_learns_cartpole_quickly(tmp_path):
     while trainer.frames < cfg.trainer.total_frames:
         trainer.iteration()
     assert evaluate_protocol(trainer.eval_env, trainer.agent.policy)["return"] > 100
+
+
+def test_a_resumed_run_keeps_annealing_the_learning_rate(tmp_path):
+    """The lr is a device tensor the agent anneals in place; loading the optimizer's
+    state must leave that tensor the one the optimizer reads."""
+    run = small(tmp_path / "a", ["env=cartpole", "agent=ppo", "trainer.total_frames=1024"])
+    run.iteration()
+    path = run.save()
+    resumed = small(tmp_path / "b", ["env=cartpole", "agent=ppo", "trainer.total_frames=1024"])
+    resumed.resume(path)
+    agent = resumed.agent
+    assert agent.optimizer.param_groups[0]["lr"] is agent.lr
+    resumed.iteration()
+    # annealed over the frames collected so far (two rollouts of 8 steps x 4 envs)
+    assert resumed.frames == 64
+    assert agent.lr.item() == pytest.approx(agent.cfg.lr * (1 - 64 / 1024), rel=1e-5)
+    assert agent.optimizer.param_groups[0]["lr"].item() == agent.lr.item() < agent.cfg.lr
