@@ -201,16 +201,16 @@ class NativeEnv(EnvHooks, EnvBase):
             entries[key] = fast_tensordict(entries[key], self.group_batch_size, self.device)
         return fast_tensordict(entries, self.batch_size, self.device)
 
-    def _next_td(self, reached: dict, result: StepResult) -> TensorDict:
+    def _next_td(self, reached: dict, result: StepResult, done: torch.Tensor) -> TensorDict:
         """The step's ("next", ...) entries: the observation reached, reward and flags,
-        root and group. `reached` itself is left as it was."""
+        root and group; `done` is terminated | truncated [B, 1]. `reached` itself is left
+        as it was."""
         entries = dict(reached)
-        terminated, truncated = result.terminated, result.truncated
         entries.update(
             reward=result.reward,
-            done=terminated | truncated,
-            terminated=terminated,
-            truncated=truncated,
+            done=done,
+            terminated=result.terminated,
+            truncated=result.truncated,
         )
         key = self.group_key
         if key is not None:
@@ -257,7 +257,7 @@ class NativeEnv(EnvHooks, EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         result = self._advance_checked(tensordict.get(self.action_key))
         reached = self._observation() if result.reached is None else result.reached
-        return self._next_td(reached, result)
+        return self._next_td(reached, result, result.terminated | result.truncated)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:
@@ -297,12 +297,13 @@ class NativeEnv(EnvHooks, EnvBase):
         TorchRL's ("next", ...) entries; `obs` is the observation to act on at the
         following step, already reset where the episode ended.
         """
-        if isinstance(action, TensorDictBase):
+        if type(action) is not torch.Tensor and isinstance(action, TensorDictBase):
             action = action.get(self.action_key)
         result = self._advance_checked(action)
         reached = self._observation() if result.reached is None else result.reached
-        nxt = self._next_td(reached, result)
-        done = (result.terminated | result.truncated).reshape(self.batch_size)
+        done = result.terminated | result.truncated
+        nxt = self._next_td(reached, result, done)
+        done = done.reshape(self.batch_size)
         self._reset_where(done)
         return nxt, self._td(self._restarted_observation(reached, done))
 
