@@ -271,6 +271,11 @@ class NativeEnv(EnvHooks, EnvBase):
         return {"state": _state_to_dict(self.env_state), "rng": self.rng.get_state()}
 
     def load_env_state_dict(self, state: dict) -> None:
+        if "state" not in state:
+            raise ConfigError(
+                f"the checkpoint's {type(self).__name__} state was written by an older gpurl "
+                f"(before env_state): resume it with that version, or start the run afresh"
+            )
         self.env_state = _state_from_dict(self.env_state, state["state"], self.device)
         self.rng.set_state(state["rng"].cpu())  # generator states live on the host
 

@@ -13,14 +13,15 @@ and the observation as a function of the state. CartPole and Pendulum have one.
 
 compile_lean_step (mode "step"), rng="env" (default): each step draws its noise eagerly
 from the env's own generator, exactly as the eager path does (same calls, same order),
-then runs the compiled core and stores the new state on the env. The env itself is
-left as it is: whoever steps it (the collector, a benchmark) holds the compiled step. So for the
-same seed and actions the compiled env follows the eager env's trajectories: done,
-terminated and truncated flags and step counts equal, observations and rewards equal
-to rounding (Inductor fuses and reorders float math and has its own sin/cos, so a
-chaotic trajectory may drift by float ulps; the tests check 1e-5 from the same state
-and the flags over whole free-running trajectories). rng="counter" draws the noise in
-the graph instead (see below): the same distributions, another stream.
+then runs the compiled core and stores the new state in env.env_state. The env's
+methods are left as they are: whoever steps it (the collector, a benchmark) holds the
+compiled step. So for the same seed and actions the compiled env follows the eager
+env's trajectories: done, terminated and truncated flags and step counts equal,
+observations and rewards equal to rounding (Inductor fuses and reorders float math and
+has its own sin/cos, so a chaotic trajectory may drift by float ulps; the tests check
+1e-5 from the same state and the flags over whole free-running trajectories).
+rng="counter" draws the noise in the graph instead (see below): the same
+distributions, another stream.
 
 compile_rollout (mode "rollout"): the whole loop, actions included, is one compiled
 function of `chunk` unrolled steps; Inductor fuses the chain into one pass over the

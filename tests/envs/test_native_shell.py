@@ -9,7 +9,7 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from gpurl.envs import NATIVE_ENVS, make_env
-from gpurl.errors import ActionOutOfRangeError
+from gpurl.errors import ActionOutOfRangeError, ConfigError
 
 SMALL_MARINENAV = {"stage": 5, "pool_size": 16, "pool_refresh": 8, "pool_refresh_every": 2}
 # name -> (env config, an action in the spec, one outside it), for 2 envs
@@ -123,3 +123,9 @@ def test_env_state_dict_resumes_exactly(name):
         td1 = env.step(_with_action(env, td1, action))["next"]
         td2 = copy.step(_with_action(copy, td2, action))["next"]
         assert (td1 == td2).all()
+
+
+def test_an_env_state_of_the_old_format_is_a_config_error():
+    env = _env("cartpole")
+    with pytest.raises(ConfigError, match="older gpurl"):
+        env.load_env_state_dict({"tensors": {}, "tables": {}, "rng": env.rng.get_state()})
