@@ -23,7 +23,7 @@ from gpurl.envs.compile import (
     mix32,
 )
 from gpurl.envs.pendulum import PendulumEnv
-from gpurl.errors import ConfigError
+from gpurl.errors import ActionOutOfRangeError, ConfigError
 from gpurl.utils.host_reads import count_host_reads
 
 N = 16  # envs: the bench-tool test below uses the same shapes, so it reuses these compiles
@@ -124,6 +124,19 @@ def test_autoreset_under_compile(cartpoles):
         env.force_reset = False
     nxt, _ = step(torch.ones(N, dtype=torch.long))
     assert not nxt["truncated"].any()
+
+
+def test_compiled_step_validates_actions(cartpoles):
+    _, env, step = cartpoles
+    env.validate_actions = True
+    try:
+        step(torch.ones(N, dtype=torch.long))  # in the spec: passes
+        bad = torch.ones(N, dtype=torch.long)
+        bad[3] = 2
+        with pytest.raises(ActionOutOfRangeError, match="env.validate_actions=false"):
+            step(bad)
+    finally:
+        env.validate_actions = False
 
 
 def test_compiled_step_reads_nothing_on_the_host(cartpoles):

@@ -35,7 +35,7 @@ def test_cartpole_matches_gymnasium_from_same_states():
     actions = rng.integers(0, 2, size=n)
     env = CartPoleEnv(num_envs=n)
     env.state = torch.tensor(states, dtype=torch.float32)
-    reward, terminated, truncated = env._advance(torch.tensor(actions))
+    reward, terminated, truncated = env._advance(torch.tensor(actions))[:3]
     ref = _gym_transitions("CartPole-v1", states, actions)
     ref_obs = np.stack([r[0] for r in ref])
     np.testing.assert_allclose(env.state.numpy(), ref_obs, atol=1e-5)
@@ -52,7 +52,7 @@ def test_pendulum_matches_gymnasium_from_same_states():
     actions = rng.uniform(-2.5, 2.5, size=(n, 1))  # some outside the bounds: both clip
     env = PendulumEnv(num_envs=n)
     env.state = torch.tensor(states, dtype=torch.float32)
-    reward, terminated, _ = env._advance(torch.tensor(actions, dtype=torch.float32))
+    reward, terminated, _ = env._advance(torch.tensor(actions, dtype=torch.float32))[:3]
     obs = env._observation()["observation"]
     ref = [
         _gym_transitions("Pendulum-v1", [s], [a])[0] for s, a in zip(states, actions, strict=True)
@@ -93,10 +93,10 @@ def test_cartpole_truncates_at_500_when_balanced():
     env.reset()
     for _ in range(499):
         env.state = torch.zeros(2, 4)  # keep the pole upright whatever the action
-        _, term, trunc = env._advance(torch.tensor([0, 1]))
+        _, term, trunc = env._advance(torch.tensor([0, 1]))[:3]
         assert not trunc.any()
     env.state = torch.zeros(2, 4)
-    _, term, trunc = env._advance(torch.tensor([0, 1]))
+    _, term, trunc = env._advance(torch.tensor([0, 1]))[:3]
     assert trunc.all() and not term.any()
 
 

@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torchrl  # noqa: E402
-from torchrl.data import Bounded, Categorical  # noqa: E402
+from torchrl.data import Bounded, Categorical, MultiCategorical  # noqa: E402
 
 from gpurl.envs import NATIVE_ENVS, make_env  # noqa: E402
 from gpurl.utils.device import resolve_device  # noqa: E402
@@ -83,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def action_sampler(spec, generator: torch.Generator):
     """A function drawing one random action per env on the spec's device, no host reads."""
     device = spec.device
-    if isinstance(spec, Categorical):
+    if isinstance(spec, Categorical) and not isinstance(spec, MultiCategorical):
         n = spec.space.n
         return lambda: torch.randint(
             0, n, spec.shape, device=device, generator=generator, dtype=spec.dtype

@@ -1,17 +1,26 @@
 """The thin TorchRL shell that every native gpurl env shares.
 
-A native env keeps its state as batched tensors on its device and implements three
-methods that never read device data on the host:
+A native env keeps its state in one structure, `env_state` (a NamedTuple of tensors: its
+family's `...State`), and implements three methods that never read device data on the
+host:
 
     _reset_where(mask)  start fresh episodes where mask [B] is True, leave the rest
-    _advance(action)    step every env; return reward, terminated, truncated, each [B, 1]
+    _advance(action)    step every env, no reset; return a StepResult
     _observation()      the observation entries, as tensors the env will not mutate later
 
-From those, this class provides both faces of the env:
+From those, this class provides, for every env, both faces of the env:
 - TorchRL's `EnvBase` (`reset`, `step`, `rollout`, partial resets through "_reset",
   `check_env_specs`), for anything in the TorchRL ecosystem;
 - the lean path (`lean_reset`, `lean_step`) used by gpurl's collector and evaluator:
-  no spec checks, no key juggling, no host reads, autoreset under a mask.
+  no spec checks, no key juggling, no host reads, autoreset under a mask;
+and on both, action validation (`validate_actions`) and forced resets (`force_reset`).
+Env families do not override `_reset`, `_step`, `lean_reset` or `lean_step`; where one
+needs something of its own it overrides the small hooks below (`_reset_all`,
+`_restarted_observation`).
+
+An env with a group of members (MarineNav's robots) names it with `group_key`: its
+observation entries come as a nested dict under that key, and its StepResult carries the
+members' own reward and done flags (GroupResult), which the shell puts under the group.
 
 An env may also describe its lean step as one pure function (`lean_core`, a LeanCore),
 which gpurl.envs.compile traces and compiles.
@@ -19,9 +28,9 @@ which gpurl.envs.compile traces and compiles.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -40,37 +49,87 @@ def fast_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
     return unchecked_tensordict(source, batch_size, device)
 
 
+class GroupResult(NamedTuple):
+    """The members' own outcome of a step (MarineNav's robots), each [B, R, 1]."""
+
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+
+
+class StepResult(NamedTuple):
+    """What `_advance` returns: one step of every env, before any reset.
+
+    reward, terminated, truncated: [B, 1]. `reached`: the observation entries the step
+    reached, as `_observation()` would give them, when the step computed them anyway
+    (MarineNav's perception, the pixel stack): the shell uses them instead of observing
+    again; None: the shell calls `_observation()`. `group`: the members' own reward and
+    flags, for an env with a group (NativeEnv.group_key), else None.
+    """
+
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    reached: dict | None = None
+    group: GroupResult | None = None
+
+
 @dataclass(frozen=True)
 class LeanCore:
     """A native env's lean step as pure functions of tensors (see gpurl.envs.compile).
 
     step(work, action, noise, force_reset) -> (work, next) advances the working state
-    `work`, a tuple of tensors: unpack(*state) of the env's state tensors (named in order
-    by `state_names`, env attributes), and back with pack(*work). `noise` is one uniform
-    [0, 1) tensor per shape in `noise_shapes`: all the randomness a step uses, drawn for
-    every env. `force_reset` is NativeEnv.force_reset, a Python flag fixed when traced.
-    `next` holds the entries of lean_step's first TensorDict; observe(*state) gives those
-    of its second from the packed state, as _observation() does. Same inputs, same
-    outputs: everything a step must see changing is in `work` or `noise`, never in
-    Python. A working state lets a multi-step rollout skip the repacking between steps
-    (CartPole works on its state's columns).
+    `work`, a tuple of tensors: unpack(*env.env_state), and back to the env's state with
+    pack(*work) (a state of the env's type). `noise` is one uniform [0, 1) tensor per
+    shape in `noise_shapes`: all the randomness a step uses, drawn for every env.
+    `force_reset` is NativeEnv.force_reset, a Python flag fixed when traced. `next` holds
+    the entries of lean_step's first TensorDict; observe(*state) gives those of its
+    second from the packed state, as _observation() does. Same inputs, same outputs:
+    everything a step must see changing is in `work` or `noise`, never in Python. A
+    working state lets a multi-step rollout skip the repacking between steps (CartPole
+    works on its state's columns).
     """
 
     step: Callable
-    state_names: tuple[str, ...]
     noise_shapes: tuple[torch.Size, ...]
     observe: Callable
     unpack: Callable = lambda *state: state
     pack: Callable = lambda *work: work
 
 
+def state_attributes(state_type: type) -> type:
+    """A base class giving an env one attribute per field of its state type (a
+    NamedTuple): `env.steps` reads env.env_state.steps, and `env.steps = t` replaces that
+    field. For callers and tests that read or set one piece of the state; an env's own
+    step works on env_state as a whole."""
+
+    def attribute(index: int, name: str) -> property:
+        def read(self):
+            return self.env_state[index]
+
+        def write(self, value):
+            self.env_state = self.env_state._replace(**{name: value})
+
+        return property(read, write, doc=f"env_state.{name}")
+
+    fields = {name: attribute(i, name) for i, name in enumerate(state_type._fields)}
+    return type(f"{state_type.__name__}Attributes", (), fields)
+
+
 class NativeEnv(EnvHooks, EnvBase):
     """The shell of every native env; gpurl's hooks (envs/hooks.py) with their defaults.
     `max_episode_steps` is the episode length at which `truncated` is set."""
 
+    #: the env's state: a NamedTuple of tensors (nested NamedTuples of tensors allowed),
+    #: everything a step reads and writes; set by the family's constructor
+    env_state: tuple
     #: benchmark knob (tools/bench_env.py --force-resets): when True, every step ends every
-    #: episode (reported as truncated), so every step runs the env's reset path
+    #: episode (reported as truncated, root and group), so every step runs the reset path
     force_reset: bool = False
+    #: the key of the env's group of members (MarineNav's "agents"), None if it has none;
+    #: the group's entries have batch dims `group_batch_size`, e.g. [B, R]
+    group_key: str | None = None
+    group_batch_size: torch.Size | None = None
 
     def __init__(self, num_envs: int, device: torch.device | str = "cpu", seed: int = 0):
         if int(num_envs) < 1:
@@ -81,23 +140,40 @@ class NativeEnv(EnvHooks, EnvBase):
         self.rng.manual_seed(seed)
 
     def __setattr__(self, name, value):
-        # State tensors are reassigned every step; nn.Module's __setattr__ (via EnvBase)
-        # checks parameters, buffers and submodules each time. A plain tensor attribute
-        # that already exists is just a dict entry: write it directly.
-        if name in self.__dict__ and type(value) is torch.Tensor:
+        # The state is reassigned every step; nn.Module's __setattr__ (via EnvBase) checks
+        # parameters, buffers and submodules each time. A plain attribute that already
+        # exists is just a dict entry: write it directly.
+        if name in self.__dict__ and (type(value) is torch.Tensor or isinstance(value, tuple)):
             self.__dict__[name] = value
         else:
             super().__setattr__(name, value)
 
     # -- to implement -------------------------------------------------------------------
     def _reset_where(self, mask: torch.Tensor) -> None:
+        """Start fresh episodes where mask [B] is True; leave the other envs as they are."""
         raise NotImplementedError
 
-    def _advance(self, action: torch.Tensor):
+    def _advance(self, action: torch.Tensor) -> StepResult:
+        """Step every env with `action` (no reset, no validation: the shell does those)."""
         raise NotImplementedError
 
-    def _observation(self) -> dict[str, torch.Tensor]:
+    def _observation(self) -> dict:
+        """The observation entries of the current state, in a fresh dict the caller may
+        extend (a group's entries in a nested dict under group_key)."""
         raise NotImplementedError
+
+    # -- hooks with defaults ------------------------------------------------------------
+    def _reset_all(self) -> None:
+        """Start fresh episodes in every env (a full reset: `reset()` without "_reset",
+        and lean_reset). MarineNav draws fresh scenarios here rather than pool entries."""
+        self._reset_where(torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
+
+    def _restarted_observation(self, reached: dict, done: torch.Tensor) -> dict:
+        """The observation to act on after lean_step's autoreset: `reached` (this step's
+        observation entries) where the env goes on, the fresh episode's where done [B].
+        Called right after _reset_where(done). The default observes the state again;
+        MarineNav blends in the initial observation stored with the drawn scenarios."""
+        return self._observation()
 
     # -- shared helpers -----------------------------------------------------------------
     def _set_specs(self, observation: dict, action) -> None:
@@ -115,76 +191,93 @@ class NativeEnv(EnvHooks, EnvBase):
         )
 
     def _observation_td(self) -> TensorDict:
-        return fast_tensordict(self._observation(), self.batch_size, self.device)
+        """The current observation as a TensorDict."""
+        return self._td(self._observation())
+
+    def _td(self, entries: dict) -> TensorDict:
+        """A TensorDict of entries (a group's nested dict becomes its own TensorDict)."""
+        key = self.group_key
+        if key is not None:
+            entries[key] = fast_tensordict(entries[key], self.group_batch_size, self.device)
+        return fast_tensordict(entries, self.batch_size, self.device)
+
+    def _next_td(self, reached: dict, result: StepResult, done: torch.Tensor) -> TensorDict:
+        """The step's ("next", ...) entries: the observation reached, reward and flags,
+        root and group; `done` is terminated | truncated [B, 1]. `reached` itself is left
+        as it was."""
+        entries = dict(reached)
+        entries.update(
+            reward=result.reward,
+            done=done,
+            terminated=result.terminated,
+            truncated=result.truncated,
+        )
+        key = self.group_key
+        if key is not None:
+            group = result.group
+            members = dict(entries[key])
+            members.update(
+                reward=group.reward,
+                done=group.terminated | group.truncated,
+                terminated=group.terminated,
+                truncated=group.truncated,
+            )
+            entries[key] = members
+        return self._td(entries)
+
+    def _advance_checked(self, action: torch.Tensor) -> StepResult:
+        """_advance with what the shell adds on every face: validation and forced resets."""
+        if self.validate_actions:  # a Python flag: the check's host read only when asked
+            self.check_action(action)
+        result = self._advance(action)
+        if self.force_reset:  # a Python flag: no device read
+            group = result.group
+            if group is not None:
+                group = group._replace(truncated=torch.ones_like(group.truncated))
+            result = result._replace(truncated=torch.ones_like(result.truncated), group=group)
+        return result
 
     # -- TorchRL face -------------------------------------------------------------------
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is None:
-            mask = torch.ones(self.batch_size, dtype=torch.bool, device=self.device)
-        self._reset_where(mask.reshape(self.batch_size).to(self.device))
-        out = self._observation_td()
+            self._reset_all()
+        else:
+            self._reset_where(mask.reshape(self.batch_size).to(self.device))
+        out = self._observation()
         zeros = torch.zeros((*self.batch_size, 1), dtype=torch.bool, device=self.device)
-        out.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
-        return out
-
-    def _advance_forced(self, action: torch.Tensor):
-        if self.validate_actions:  # a Python flag: the check's host read only when asked
-            self.check_action(action)
-        reward, terminated, truncated = self._advance(action)
-        if self.force_reset:  # a Python flag: no device read
-            truncated = torch.ones_like(truncated)
-        return reward, terminated, truncated
+        out.update(done=zeros, terminated=zeros.clone(), truncated=zeros.clone())
+        if self.group_key is not None:
+            zeros = torch.zeros((*self.group_batch_size, 1), dtype=torch.bool, device=self.device)
+            members = dict(out[self.group_key])
+            members.update(done=zeros, terminated=zeros.clone(), truncated=zeros.clone())
+            out[self.group_key] = members
+        return self._td(out)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        reward, terminated, truncated = self._advance_forced(tensordict.get("action"))
-        out = self._observation_td()
-        out.update(
-            {
-                "reward": reward,
-                "done": terminated | truncated,
-                "terminated": terminated,
-                "truncated": truncated,
-            }
-        )
-        return out
+        result = self._advance_checked(tensordict.get(self.action_key))
+        reached = self._observation() if result.reached is None else result.reached
+        return self._next_td(reached, result, result.terminated | result.truncated)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:
             self.rng.manual_seed(seed)
 
     # -- exact resume -----------------------------------------------------------------------
-    #: host-side attributes a resumed run must restore besides the tensors (ints, a
-    #: Python random.Random), named by envs that keep such state
-    host_state: tuple[str, ...] = ()
-
     def env_state_dict(self) -> dict:
-        """Every tensor attribute, the generator's state and the declared host state: what
-        a checkpoint needs for a resumed run to step exactly as an uninterrupted one."""
-        host = {}
-        for name in self.host_state:
-            value = getattr(self, name)
-            host[name] = value.getstate() if isinstance(value, random.Random) else value
-        tensors = {k: v for k, v in vars(self).items() if type(v) is torch.Tensor}
-        tables = {  # dicts of tensors: MarineNav's scenario pool, pixel stats
-            k: dict(v)
-            for k, v in vars(self).items()
-            if isinstance(v, dict) and v and all(type(x) is torch.Tensor for x in v.values())
-        }
-        return {"tensors": tensors, "tables": tables, "rng": self.rng.get_state(), "host": host}
+        """The env's state (env_state, field by field) and its generator's state: what a
+        checkpoint needs for a resumed run to step exactly as an uninterrupted one. Envs
+        with state beyond env_state (host counters, a scenario pool) add theirs."""
+        return {"state": _state_to_dict(self.env_state), "rng": self.rng.get_state()}
 
     def load_env_state_dict(self, state: dict) -> None:
-        for name, value in state["tensors"].items():
-            setattr(self, name, value.to(self.device))
-        for name, table in state["tables"].items():
-            setattr(self, name, {k: v.to(self.device) for k, v in table.items()})
+        if "state" not in state:
+            raise ConfigError(
+                f"the checkpoint's {type(self).__name__} state was written by an older gpurl "
+                f"(before env_state): resume it with that version, or start the run afresh"
+            )
+        self.env_state = _state_from_dict(self.env_state, state["state"], self.device)
         self.rng.set_state(state["rng"].cpu())  # generator states live on the host
-        for name, value in state["host"].items():
-            current = getattr(self, name)
-            if isinstance(current, random.Random):
-                current.setstate(_as_tuples(value))
-            else:
-                setattr(self, name, value)
 
     def lean_core(self) -> LeanCore | None:
         """The lean step as a pure function, for compiling; None where the env has none.
@@ -197,23 +290,27 @@ class NativeEnv(EnvHooks, EnvBase):
     # -- lean face ------------------------------------------------------------------------
     def lean_reset(self) -> TensorDict:
         """Reset every env; return the observation to act on."""
-        self._reset_where(torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
+        self._reset_all()
         return self._observation_td()
 
     def lean_step(self, action: torch.Tensor) -> tuple[TensorDict, TensorDict]:
         """Step, then reset the envs that are done, all under masks.
 
-        Returns (next, obs): `next` holds the observation reached by this step (before any
-        reset), reward, done, terminated and truncated, as in TorchRL's ("next", ...)
-        entries; `obs` is the observation to act on at the following step, already
-        reset where the episode ended.
+        `action` is the action tensor (or a TensorDict holding it at the action key).
+        Returns (next, obs): `next` holds the observation reached by this step (before
+        any reset), reward, done, terminated and truncated (and the group's), as in
+        TorchRL's ("next", ...) entries; `obs` is the observation to act on at the
+        following step, already reset where the episode ended.
         """
-        reward, terminated, truncated = self._advance_forced(action)
-        done = terminated | truncated
-        nxt = self._observation()
-        nxt.update(reward=reward, done=done, terminated=terminated, truncated=truncated)
-        self._reset_where(done.reshape(self.batch_size))
-        return fast_tensordict(nxt, self.batch_size, self.device), self._observation_td()
+        if type(action) is not torch.Tensor and isinstance(action, TensorDictBase):
+            action = action.get(self.action_key)
+        result = self._advance_checked(action)
+        reached = self._observation() if result.reached is None else result.reached
+        done = result.terminated | result.truncated
+        nxt = self._next_td(reached, result, done)
+        done = done.reshape(self.batch_size)
+        self._reset_where(done)
+        return nxt, self._td(self._restarted_observation(reached, done))
 
     def evaluation_protocol(self, policy) -> dict[str, float]:
         """The greedy-return fallback: the mean return of one episode per env."""
@@ -242,8 +339,20 @@ class NativeEnv(EnvHooks, EnvBase):
         return {"return": ret, "length": length, "terminated": terminated}
 
 
-def _as_tuples(value):
-    """random.Random.setstate wants tuples; a checkpoint may hand back lists."""
-    if isinstance(value, list | tuple):
-        return tuple(_as_tuples(v) for v in value)
-    return value
+def _state_to_dict(state: tuple) -> dict:
+    """A state NamedTuple as a plain dict (nested NamedTuples as nested dicts): what a
+    checkpoint stores, loadable without the state's class."""
+    return {k: _state_to_dict(v) if isinstance(v, tuple) else v for k, v in state._asdict().items()}
+
+
+def _state_from_dict(like: tuple, saved: dict, device) -> tuple:
+    """A state of `like`'s type from _state_to_dict's dict, its tensors on `device`."""
+    values = []
+    for name, current in zip(like._fields, like, strict=True):
+        value = saved[name]
+        if isinstance(current, tuple):
+            value = _state_from_dict(current, value, device)
+        elif isinstance(value, torch.Tensor):
+            value = value.to(device)
+        values.append(value)
+    return like._make(values)

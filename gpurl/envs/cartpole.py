@@ -8,11 +8,12 @@ distribution U(-0.05, 0.05)^4 are Gymnasium's. Actions: 0 pushes left, 1 pushes 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torchrl.data import Categorical, Unbounded
 
-from gpurl.envs.base import LeanCore, NativeEnv
+from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -95,7 +96,15 @@ def cartpole_lean_step(columns: tuple, steps: torch.Tensor, action, noise, force
     return reached, terminated, truncated, columns, torch.where(done, 0, steps)
 
 
-class CartPoleEnv(NativeEnv):
+class CartPoleState(NamedTuple):
+    """CartPole's state: the physics [B, 4] (x, x_dot, theta, theta_dot) and the episode
+    lengths [B] (int64)."""
+
+    state: torch.Tensor
+    steps: torch.Tensor
+
+
+class CartPoleEnv(state_attributes(CartPoleState), NativeEnv):
     max_episode_steps = 500
 
     def __init__(self, num_envs: int = 1, device="cpu", seed: int = 0):
@@ -105,34 +114,39 @@ class CartPoleEnv(NativeEnv):
             {"observation": Unbounded(shape=(*b, 4), device=self.device)},
             Categorical(2, shape=b, device=self.device),
         )
-        self.state = torch.zeros((*b, 4), device=self.device)
-        self.steps = torch.zeros(b, dtype=torch.int64, device=self.device)
+        self.env_state = CartPoleState(
+            state=torch.zeros((*b, 4), device=self.device),
+            steps=torch.zeros(b, dtype=torch.int64, device=self.device),
+        )
         self.reward = torch.ones((*b, 1), device=self.device)  # constant: never written
 
     def _reset_where(self, mask):
-        fresh = torch.rand(self.state.shape, generator=self.rng, device=self.device)
-        self.state = torch.where(mask.unsqueeze(-1), fresh.mul_(0.1).sub_(0.05), self.state)
-        self.steps = torch.where(mask, 0, self.steps)
+        state, steps = self.env_state
+        fresh = torch.rand(state.shape, generator=self.rng, device=self.device)
+        self.env_state = CartPoleState(
+            torch.where(mask.unsqueeze(-1), fresh.mul_(0.1).sub_(0.05), state),
+            torch.where(mask, 0, steps),
+        )
 
     def _advance(self, action):
-        self.state, terminated = cartpole_step(self.state, action)
-        self.steps = self.steps + 1
-        truncated = (self.steps >= self.max_episode_steps) & ~terminated
-        return self.reward, terminated.unsqueeze(-1), truncated.unsqueeze(-1)
+        state, terminated = cartpole_step(self.env_state.state, action)
+        steps = self.env_state.steps + 1
+        self.env_state = CartPoleState(state, steps)
+        truncated = (steps >= self.max_episode_steps) & ~terminated
+        return StepResult(self.reward, terminated.unsqueeze(-1), truncated.unsqueeze(-1))
 
     def _observation(self):
-        return {"observation": self.state}
+        return {"observation": self.env_state.state}
 
     def lean_core(self) -> LeanCore:
         return LeanCore(
             step=_cartpole_core,
-            state_names=("state", "steps"),
-            noise_shapes=(self.state.shape,),
+            noise_shapes=(self.env_state.state.shape,),
             observe=lambda state, steps: {"observation": state},
             # working state: the columns, and the lengths as int32 (<= 500): 32-bit
             # lanes throughout, so a vector of them is as wide as a vector of floats
             unpack=lambda state, steps: (*state.unbind(-1), steps.to(torch.int32)),
-            pack=lambda x, x_dot, theta, theta_dot, steps: (
+            pack=lambda x, x_dot, theta, theta_dot, steps: CartPoleState(
                 torch.stack((x, x_dot, theta, theta_dot), dim=-1),
                 steps.to(torch.int64),
             ),

@@ -13,14 +13,15 @@ and the observation as a function of the state. CartPole and Pendulum have one.
 
 compile_lean_step (mode "step"), rng="env" (default): each step draws its noise eagerly
 from the env's own generator, exactly as the eager path does (same calls, same order),
-then runs the compiled core and stores the new state on the env. The env itself is
-left as it is: whoever steps it (the collector, a benchmark) holds the compiled step. So for the
-same seed and actions the compiled env follows the eager env's trajectories: done,
-terminated and truncated flags and step counts equal, observations and rewards equal
-to rounding (Inductor fuses and reorders float math and has its own sin/cos, so a
-chaotic trajectory may drift by float ulps; the tests check 1e-5 from the same state
-and the flags over whole free-running trajectories). rng="counter" draws the noise in
-the graph instead (see below): the same distributions, another stream.
+then runs the compiled core and stores the new state in env.env_state. The env's
+methods are left as they are: whoever steps it (the collector, a benchmark) holds the
+compiled step. So for the same seed and actions the compiled env follows the eager
+env's trajectories: done, terminated and truncated flags and step counts equal,
+observations and rewards equal to rounding (Inductor fuses and reorders float math and
+has its own sin/cos, so a chaotic trajectory may drift by float ulps; the tests check
+1e-5 from the same state and the flags over whole free-running trajectories).
+rng="counter" draws the noise in the graph instead (see below): the same
+distributions, another stream.
 
 compile_rollout (mode "rollout"): the whole loop, actions included, is one compiled
 function of `chunk` unrolled steps; Inductor fuses the chain into one pass over the
@@ -94,7 +95,7 @@ class CompiledLeanStep:
     def _compile(self, key: tuple, action: torch.Tensor) -> tuple:
         env, core = self.env, self.core
         force_reset = key[0]
-        n_state = len(core.state_names)
+        n_state = len(env.env_state)
         layout = {}
         counter_rng = self.counter_rng
 
@@ -111,7 +112,7 @@ class CompiledLeanStep:
             layout["next"], layout["obs"] = tuple(nxt), tuple(obs)
             return (*state, *advanced, *nxt.values(), *obs.values())
 
-        state = tuple(getattr(env, n) for n in core.state_names)
+        state = tuple(env.env_state)
         if counter_rng is None:  # placeholders: compiling must not draw from env.rng
             noise = tuple(torch.zeros(s, device=env.device) for s in core.noise_shapes)
         else:
@@ -158,12 +159,12 @@ class CompiledLeanStep:
             entry = self.compiled.get(key) or self._compile(key, action)
             self._last = (*key, entry)
         fn, next_keys, obs_keys, n_pre_next, n_pre_obs = entry
-        names = self.core.state_names
-        out = fn(*[getattr(env, n) for n in names], action, *self._noise_inputs())
-        for name, value in zip(names, out, strict=False):
-            setattr(env, name, value)
+        state = env.env_state
+        n_state = len(state)
+        out = fn(*state, action, *self._noise_inputs())
+        env.env_state = state._make(out[:n_state])
         if self.counter_rng is not None:
-            self.counter_rng.counter = out[len(names)]
+            self.counter_rng.counter = out[n_state]
         b, device = self.batch_size, self.device
         nxt = fast_tensordict(
             dict(zip(next_keys, out[n_pre_next:n_pre_obs], strict=True)), b, device
@@ -302,7 +303,7 @@ class RandomRollout:
         to_action = _action_from_uniform(env.action_spec)
         step_fn, chunk_len = core.step, self.chunk
 
-        n_state = len(core.state_names)
+        n_state = len(env.env_state)
 
         def run_chunk(*args):
             state, (key, counter, episodes, reward), lanes = (
@@ -334,18 +335,17 @@ class RandomRollout:
         return torch.zeros(b, dtype=torch.int64, device=d), torch.zeros(b, device=d)
 
     def _inputs(self, episodes, reward) -> tuple:
-        state = (getattr(self.env, n) for n in self.core.state_names)
+        state = self.env.env_state
         rng = self.rng
         return (*state, rng.key, rng.counter, episodes, reward, *rng.lanes)
 
     def __call__(self, steps: int) -> dict:
         episodes, reward = self._zero_stats()
         chunks = -(-int(steps) // self.chunk)
-        names = self.core.state_names
+        env = self.env
         for _ in range(chunks):
             *state, self.rng.counter, episodes, reward = self._fn(*self._inputs(episodes, reward))
-            for name, value in zip(names, state, strict=True):
-                setattr(self.env, name, value)
+            env.env_state = env.env_state._make(state)
         frames = chunks * self.chunk * self.env.batch_size.numel()
         return {"episodes": episodes, "reward": reward, "frames": frames}
 

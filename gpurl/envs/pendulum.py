@@ -8,11 +8,12 @@ resets theta ~ U(-pi, pi), theta_dot ~ U(-1, 1), as in Gymnasium.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torchrl.data import Bounded, Unbounded
 
-from gpurl.envs.base import LeanCore, NativeEnv
+from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0
@@ -41,7 +42,14 @@ def pendulum_observation(state: torch.Tensor) -> torch.Tensor:
     return torch.stack((torch.cos(th), torch.sin(th), thdot), dim=-1)
 
 
-class PendulumEnv(NativeEnv):
+class PendulumState(NamedTuple):
+    """Pendulum's state: (theta, theta_dot) [B, 2] and the episode lengths [B] (int64)."""
+
+    state: torch.Tensor
+    steps: torch.Tensor
+
+
+class PendulumEnv(state_attributes(PendulumState), NativeEnv):
     max_episode_steps = 200
 
     def __init__(self, num_envs: int = 1, device="cpu", seed: int = 0):
@@ -51,31 +59,36 @@ class PendulumEnv(NativeEnv):
             {"observation": Unbounded(shape=(*b, 3), device=self.device)},
             Bounded(-MAX_TORQUE, MAX_TORQUE, shape=(*b, 1), device=self.device),
         )
-        self.state = torch.zeros((*b, 2), device=self.device)
-        self.steps = torch.zeros(b, dtype=torch.int64, device=self.device)
+        self.env_state = PendulumState(
+            state=torch.zeros((*b, 2), device=self.device),
+            steps=torch.zeros(b, dtype=torch.int64, device=self.device),
+        )
         self._high = torch.tensor([math.pi, 1.0], device=self.device)
 
     def _reset_where(self, mask):
-        u = torch.rand(self.state.shape, generator=self.rng, device=self.device)
+        state, steps = self.env_state
+        u = torch.rand(state.shape, generator=self.rng, device=self.device)
         fresh = (2 * u - 1) * self._high
-        self.state = torch.where(mask.unsqueeze(-1), fresh, self.state)
-        self.steps = torch.where(mask, 0, self.steps)
+        self.env_state = PendulumState(
+            torch.where(mask.unsqueeze(-1), fresh, state), torch.where(mask, 0, steps)
+        )
 
     def _advance(self, action):
-        self.state, reward = pendulum_step(self.state, action)
-        self.steps = self.steps + 1
-        truncated = (self.steps >= self.max_episode_steps).unsqueeze(-1)
-        return reward.unsqueeze(-1), torch.zeros_like(truncated), truncated
+        state, reward = pendulum_step(self.env_state.state, action)
+        steps = self.env_state.steps + 1
+        self.env_state = PendulumState(state, steps)
+        truncated = (steps >= self.max_episode_steps).unsqueeze(-1)
+        return StepResult(reward.unsqueeze(-1), torch.zeros_like(truncated), truncated)
 
     def _observation(self):
-        return {"observation": pendulum_observation(self.state)}
+        return {"observation": pendulum_observation(self.env_state.state)}
 
     def lean_core(self) -> LeanCore:
         return LeanCore(
             step=_pendulum_core,
-            state_names=("state", "steps"),
-            noise_shapes=(self.state.shape,),
+            noise_shapes=(self.env_state.state.shape,),
             observe=lambda state, steps: {"observation": pendulum_observation(state)},
+            pack=PendulumState,
         )
 
 

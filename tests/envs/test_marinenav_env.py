@@ -52,7 +52,7 @@ def test_collision_and_arrival_stop_robots_and_terminate_their_transition():
     env.load_scenarios(_scenario())
     td = env._reset(None)  # fresh episode, then put the hand-built one back
     env.load_scenarios(_scenario())
-    td = env._observation()
+    td = env._observation_td()
     assert td["agents", "running"].tolist() == [[True, True, True, True, False]]
     td.set(("agents", "action"), torch.zeros(1, 5, dtype=torch.long))
     out = env.step(td)["next"]

@@ -31,6 +31,8 @@ FIELDS = {
         ["pixels", "--env-kw", "stack_k=2", "--force-resets"],
         ["cartpole"],
         ["pendulum", "--max-mem-delta", "0"],
+        ["packing", "--env-kw", "resolution=32", "--env-kw", "pool_size=8"],  # MultiCategorical
+        ["marinenav", "--env-kw", "pool_size=16", "--force-resets"],  # a composite action
     ],
 )
 def test_bench_prints_one_record(argv, capsys):

@@ -26,10 +26,9 @@ from __future__ import annotations
 import random
 
 import torch
-from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
-from gpurl.envs.base import NativeEnv, fast_tensordict
+from gpurl.envs.base import GroupResult, NativeEnv, StepResult, state_attributes
 from gpurl.envs.marinenav import dynamics as dyn
 from gpurl.envs.marinenav.currents import rankine_velocity
 from gpurl.envs.marinenav.curriculum import (
@@ -50,13 +49,19 @@ from gpurl.envs.marinenav.perception import (
 )
 from gpurl.envs.marinenav.reward import colregs_planes, step_reward
 from gpurl.envs.marinenav.scenario import sample_scenarios
+from gpurl.envs.marinenav.state import (
+    MarineNavState,
+    empty_state,
+    running_robots,
+    start_scenarios,
+)
 from gpurl.errors import ConfigError
 
 SELF_STATE_DIM = 7
 OBJECT_DIM = 5
 
 
-class MarineNavEnv(NativeEnv):
+class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
     """Discrete-action MarineNav (25 actions); see the module docstring for the layout."""
 
     continuous = False
@@ -70,13 +75,7 @@ class MarineNavEnv(NativeEnv):
         ("agents", "self_state"): (20.0, 20.0, 3.0, 3.0, 1.0, 1000.0, 1000.0),
         ("agents", "objects"): (20.0, 20.0, 3.0, 3.0, 3.0),
     }
-    host_state = (
-        "_resets_since_refresh",
-        "_pool_cursor",
-        "_host_rng",
-        "pool_refreshes",
-        "_host_stage",
-    )
+    group_key = "agents"
 
     def __init__(
         self,
@@ -132,8 +131,12 @@ class MarineNavEnv(NativeEnv):
         # the curriculum starts at `stage`: global steps count from that stage's first step
         self.step_offset = self.curriculum[int(stage)].from_step
         self._vonmises = vonmises_quantile_table(device=self.device)
+        self._eval_scenarios = None  # the fixed evaluation set, drawn on first use
+        self.group_batch_size = torch.Size((self.num_envs, self.max_robots))
         self._make_specs()
-        self._allocate()
+        self.env_state = empty_state(
+            self.num_envs, self.max_robots, self.max_obstacles, self.num_cores, self.device
+        )
         self._fill_pool(0, self.pool_size)
         self._reset_where(torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
 
@@ -187,41 +190,38 @@ class MarineNavEnv(NativeEnv):
             device=dev,
         )
 
-    def _allocate(self) -> None:
-        b, r, k, c, dev = (
-            self.num_envs,
-            self.max_robots,
-            self.max_obstacles,
-            self.num_cores,
-            self.device,
-        )
-
-        def zeros(*shape, dtype=torch.float32):
-            return torch.zeros(shape, dtype=dtype, device=dev)
-
-        self.x, self.y, self.yaw = zeros(b, r), zeros(b, r), zeros(b, r)
-        self.vx, self.vy, self.r = zeros(b, r), zeros(b, r), zeros(b, r)
-        self.thrust_l, self.thrust_r = zeros(b, r), zeros(b, r)
-        self.start = zeros(b, r, 2)
-        self.goal = zeros(b, r, 2)
-        self.robot_active = zeros(b, r, dtype=torch.bool)
-        self.collided = zeros(b, r, dtype=torch.bool)
-        self.arrived = zeros(b, r, dtype=torch.bool)
-        self.timed_out = zeros(b, r, dtype=torch.bool)
-        self.obstacle = zeros(b, k, 2)
-        self.obstacle_radius = zeros(b, k)
-        self.obstacle_valid = zeros(b, k, dtype=torch.bool)
-        self.core = zeros(b, c, 2)
-        self.core_gamma = zeros(b, c)
-        self.steps = zeros(b, dtype=torch.int64)
-        self.travel_steps = zeros(b, r, dtype=torch.int64)
-        self.energy = zeros(b, r)
-        self.scenario_stage = zeros(b, dtype=torch.int64)
-
     def _set_seed(self, seed: int | None) -> None:
         super()._set_seed(seed)
         if seed is not None:
             self._host_rng.seed(seed)
+
+    # -- exact resume -------------------------------------------------------------------
+    def env_state_dict(self) -> dict:
+        """The state, and the scenario source: the pool, the curriculum stage and the
+        host counters and generator that pick pool windows and chunks."""
+        return {
+            **super().env_state_dict(),
+            "pool": dict(self.pool),
+            "stage": self.stage,
+            "host": {
+                "resets_since_refresh": self._resets_since_refresh,
+                "pool_cursor": self._pool_cursor,
+                "host_rng": self._host_rng.getstate(),
+                "pool_refreshes": self.pool_refreshes,
+                "host_stage": self._host_stage,
+            },
+        }
+
+    def load_env_state_dict(self, state: dict) -> None:
+        super().load_env_state_dict(state)
+        self.pool = {k: v.to(self.device) for k, v in state["pool"].items()}
+        self.stage = state["stage"].to(self.device)
+        host = state["host"]
+        self._resets_since_refresh = host["resets_since_refresh"]
+        self._pool_cursor = host["pool_cursor"]
+        self._host_rng.setstate(_as_tuples(host["host_rng"]))
+        self.pool_refreshes = host["pool_refreshes"]
+        self._host_stage = host["host_stage"]
 
     # -- curriculum -----------------------------------------------------------------------
     def set_stage(self, stage: int) -> None:
@@ -304,37 +304,12 @@ class MarineNavEnv(NativeEnv):
         n = sc["start"].shape[0]
         if n != self.num_envs:
             raise ConfigError(f"{n} scenarios for {self.num_envs} envs: make them equal")
-        self._apply(sc, torch.ones(self.batch_size, dtype=torch.bool, device=self.device))
-
-    def _apply(self, sc: dict[str, torch.Tensor], mask: torch.Tensor) -> None:
-        # Float fields blend with lerp (exact at weights 0 and 1, and cheaper than
-        # torch.where on CPU); bool fields with where.
-        m = mask.reshape(-1, 1)
-        w = m.to(self.x.dtype)
-        w3 = w.unsqueeze(-1)
-        self.start = torch.lerp(self.start, sc["start"], w3)
-        self.goal = torch.lerp(self.goal, sc["goal"], w3)
-        self.x = torch.lerp(self.x, sc["start"][..., 0], w)
-        self.y = torch.lerp(self.y, sc["start"][..., 1], w)
-        self.yaw = torch.lerp(self.yaw, sc["yaw"], w)
-        self.robot_active = torch.where(m, sc["robot_active"], self.robot_active)
-        self.obstacle = torch.lerp(self.obstacle, sc["obstacle"], w3)
-        self.obstacle_radius = torch.lerp(self.obstacle_radius, sc["obstacle_radius"], w)
-        self.obstacle_valid = torch.where(m, sc["obstacle_valid"], self.obstacle_valid)
-        if self.num_cores > 0:
-            self.core = torch.lerp(self.core, sc["core"], w3)
-            self.core_gamma = torch.lerp(self.core_gamma, sc["core_gamma"], w)
-        self.scenario_stage = torch.where(mask, sc["stage"], self.scenario_stage)
-        keep = ~m
-        keep_w = 1 - w  # a float factor: bool operands cost ~3x in a float multiply
-        for name in ("vx", "vy", "r", "thrust_l", "thrust_r", "energy"):
-            setattr(self, name, getattr(self, name) * keep_w)
-        for name in ("collided", "arrived", "timed_out"):
-            setattr(self, name, getattr(self, name) & keep)
-        self.travel_steps = self.travel_steps * keep
-        self.steps = torch.where(mask, 0, self.steps)
+        ones = torch.ones(self.batch_size, dtype=torch.bool, device=self.device)
+        self.env_state = start_scenarios(self.env_state, sc, ones)
 
     def _reset_where(self, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Start the envs of `mask` on scenarios drawn from the pool; return the drawn
+        scenarios (one per env, used where mask is set)."""
         self._resets_since_refresh += 1
         if self._resets_since_refresh >= self.pool_refresh_every:
             self._resets_since_refresh = 0
@@ -345,19 +320,39 @@ class MarineNavEnv(NativeEnv):
         # step at 1024 envs on CPU.
         begin = self._host_rng.randrange(self.pool_size - self.num_envs + 1)
         drawn = {k: v[begin : begin + self.num_envs] for k, v in self.pool.items()}
-        self._apply(drawn, mask)
+        self.env_state = start_scenarios(self.env_state, drawn, mask)
+        # what _restarted_observation reads in the same step (views: nothing to save)
+        self._drawn = drawn
         return drawn
 
-    def _reset_all_fresh(self) -> None:
+    def _reset_all(self) -> None:
         """Full reset with freshly drawn scenarios (no pool draw: no repeats across envs)."""
         ones = torch.ones(self.batch_size, dtype=torch.bool, device=self.device)
-        self._apply(self._sample(self.num_envs, self.stage), ones)
+        self.env_state = start_scenarios(
+            self.env_state, self._sample(self.num_envs, self.stage), ones
+        )
+
+    def _restarted_observation(self, reached: dict, done: torch.Tensor) -> dict:
+        """Envs that go on act on the observation they just reached; reset envs on the
+        initial observation stored with their scenario (no second perception pass)."""
+        drawn, now = self._drawn, reached["agents"]
+        entries = {}
+        for key in ("self_state", "objects", "objects_mask", "running"):
+            fresh, cur = drawn["obs_" + key], now[key]
+            m = done.view(-1, *([1] * (cur.dim() - 1)))
+            if cur.dtype == torch.bool:
+                entries[key] = torch.where(m, fresh, cur)  # one op beats and/or on bools
+            else:
+                # lerp is exact at weights 0 and 1 (it computes end - (end - start) (1 - w)
+                # for w >= 0.5), and 2-4x cheaper than torch.where or a multiply-add blend
+                entries[key] = torch.lerp(cur, fresh, m.to(cur.dtype))
+        return {"agents": entries}
 
     # -- the step ---------------------------------------------------------------------------
-    def _current(self):
+    def _current(self, s: MarineNavState):
         if self.num_cores == 0:
             return None
-        core, gamma = self.core, self.core_gamma
+        core, gamma = s.core, s.core_gamma
         return lambda x, y: rankine_velocity(x, y, core, gamma)
 
     def _rates(self, action: torch.Tensor) -> torch.Tensor:
@@ -365,69 +360,71 @@ class MarineNavEnv(NativeEnv):
             return dyn.continuous_rates(action.reshape(self.num_envs, self.max_robots, 2))
         return dyn.discrete_rates(action.reshape(self.num_envs, self.max_robots))
 
-    def _advance(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
-        running = self._running()
+    def _advance(self, action: torch.Tensor) -> StepResult:
+        s = self.env_state
+        moving = running_robots(s)
         rates = self._rates(action)
         # Robots that stopped keep their state: blends by lerp with 0/1 weights (exact,
         # and 2-4x cheaper than torch.where on CPU)
-        w = running.to(self.x.dtype)
+        w = moving.to(s.x.dtype)
         limits = (dyn.THRUST_MIN, dyn.THRUST_MAX)
         tl = torch.lerp(
-            self.thrust_l, (self.thrust_l + rates[..., 0] * dyn.ACTION_TIME).clamp(*limits), w
+            s.thrust_l, (s.thrust_l + rates[..., 0] * dyn.ACTION_TIME).clamp(*limits), w
         )
         tr = torch.lerp(
-            self.thrust_r, (self.thrust_r + rates[..., 1] * dyn.ACTION_TIME).clamp(*limits), w
+            s.thrust_r, (s.thrust_r + rates[..., 1] * dyn.ACTION_TIME).clamp(*limits), w
         )
-        self.thrust_l, self.thrust_r = tl, tr
-        gx, gy = self.goal[..., 0], self.goal[..., 1]
-        dist_before = torch.hypot(gx - self.x, gy - self.y)
-        current = self._current()
+        gx, gy = s.goal[..., 0], s.goal[..., 1]
+        dist_before = torch.hypot(gx - s.x, gy - s.y)
         nx, ny, nyaw, nvx, nvy, nr = fossen_substeps(
-            self.x, self.y, self.yaw, self.vx, self.vy, self.r, tl, tr, current
+            s.x, s.y, s.yaw, s.vx, s.vy, s.r, tl, tr, self._current(s)
         )
-        self.x = torch.lerp(self.x, nx, w)
-        self.y = torch.lerp(self.y, ny, w)
-        self.yaw = torch.lerp(self.yaw, nyaw, w)
-        self.vx = torch.lerp(self.vx, nvx, w)
-        self.vy = torch.lerp(self.vy, nvy, w)
-        self.r = torch.lerp(self.r, nr, w)
-        dist_after = torch.hypot(gx - self.x, gy - self.y)
+        x = torch.lerp(s.x, nx, w)
+        y = torch.lerp(s.y, ny, w)
+        dist_after = torch.hypot(gx - x, gy - y)
 
         # collision (true positions) against running robots and obstacles, and arrival;
         # the offsets [N, B, R] (objects first) serve perception too
         rr = dyn.ROBOT_RADIUS
-        offsets = object_offsets(self.x, self.y, self.obstacle)
-        hit = collisions(*offsets, running, self.obstacle_radius, self.obstacle_valid, rr)
-        collided_now = running & hit
-        arrived_now = running & ~collided_now & (dist_after <= dyn.GOAL_RADIUS)
-        self.collided = self.collided | collided_now
-        self.arrived = self.arrived | arrived_now
+        offsets = object_offsets(x, y, s.obstacle)
+        hit = collisions(*offsets, moving, s.obstacle_radius, s.obstacle_valid, rr)
+        collided_now = moving & hit
+        arrived_now = moving & ~collided_now & (dist_after <= dyn.GOAL_RADIUS)
+        s = s._replace(
+            x=x,
+            y=y,
+            yaw=torch.lerp(s.yaw, nyaw, w),
+            vx=torch.lerp(s.vx, nvx, w),
+            vy=torch.lerp(s.vy, nvy, w),
+            r=torch.lerp(s.r, nr, w),
+            thrust_l=tl,
+            thrust_r=tr,
+            collided=s.collided | collided_now,
+            arrived=s.arrived | arrived_now,
+            steps=s.steps + 1,
+            travel_steps=s.travel_steps + moving,
+            energy=s.energy + moving * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME),
+        )
 
-        self.steps = self.steps + 1
-        self.travel_steps = self.travel_steps + running
-        self.energy = self.energy + running * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME)
-
-        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state(offsets)
+        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state(s, offsets)
         # on the objects-first planes: contiguous operands, the ego [B, R] broadcasts
         colregs = colregs_planes(*planes, plane_mask, ego_u, ego_v, rr)
-        obs = self._wrap(entries)
-        reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, running)
+        reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, moving)
 
-        still = entries["running"]
-        all_stopped = ~still.any(-1, keepdim=True)
-        truncated = (self.steps >= self.max_episode_steps).unsqueeze(-1) & ~all_stopped
+        all_stopped = ~entries["running"].any(-1, keepdim=True)
+        truncated = (s.steps >= self.max_episode_steps).unsqueeze(-1) & ~all_stopped
         stopped_now = collided_now | arrived_now
-        robot_truncated = running & ~stopped_now & truncated
-        self.timed_out = self.timed_out | robot_truncated
-        return {
-            "obs": obs,
-            "reward": reward.sum(-1, keepdim=True),
-            "terminated": all_stopped,
-            "truncated": truncated,
-            "robot_reward": reward.unsqueeze(-1),
-            "robot_terminated": stopped_now.unsqueeze(-1),
-            "robot_truncated": robot_truncated.unsqueeze(-1),
-        }
+        robot_truncated = moving & ~stopped_now & truncated
+        self.env_state = s._replace(timed_out=s.timed_out | robot_truncated)
+        return StepResult(
+            reward.sum(-1, keepdim=True),
+            all_stopped,
+            truncated,
+            reached={"agents": entries},
+            group=GroupResult(
+                reward.unsqueeze(-1), stopped_now.unsqueeze(-1), robot_truncated.unsqueeze(-1)
+            ),
+        )
 
     def _observe(
         self,
@@ -504,37 +501,30 @@ class MarineNavEnv(NativeEnv):
         }
         return entries, (planes, plane_mask, ego_u, ego_v)
 
-    def _running(self) -> torch.Tensor:
-        return self.robot_active & ~(self.collided | self.arrived)
+    def _observation(self) -> dict:
+        return {"agents": self._observe_state(self.env_state)[0]}
 
-    def _observation(self) -> TensorDict:
-        return self._wrap(self._observe_state()[0])
-
-    def _observe_state(self, offsets=None) -> tuple[dict, tuple]:
-        """Observation entries of the envs' current state, and what COLREGs reads;
-        `offsets` are object_offsets of the current positions, if already computed."""
+    def _observe_state(self, s: MarineNavState, offsets=None) -> tuple[dict, tuple]:
+        """Observation entries of state `s`, and what COLREGs reads; `offsets` are
+        object_offsets of its positions, if already computed."""
         return self._observe(
-            self.x,
-            self.y,
-            self.yaw,
-            self.vx,
-            self.vy,
-            self.r,
-            self.thrust_l,
-            self.thrust_r,
-            self.goal,
-            self._running(),
-            self.obstacle,
-            self.obstacle_radius,
-            self.obstacle_valid,
-            self.core,
-            self.core_gamma,
+            s.x,
+            s.y,
+            s.yaw,
+            s.vx,
+            s.vy,
+            s.r,
+            s.thrust_l,
+            s.thrust_r,
+            s.goal,
+            running_robots(s),
+            s.obstacle,
+            s.obstacle_radius,
+            s.obstacle_valid,
+            s.core,
+            s.core_gamma,
             offsets,
         )
-
-    def _wrap(self, entries: dict[str, torch.Tensor]) -> TensorDict:
-        agents = fast_tensordict(entries, torch.Size((self.num_envs, self.max_robots)), self.device)
-        return fast_tensordict({"agents": agents}, self.batch_size, self.device)
 
     def _initial_observation(self, sc: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """What a robot perceives at the start of scenario(s) `sc` (at rest, thrust 0)."""
@@ -558,88 +548,23 @@ class MarineNavEnv(NativeEnv):
         )
         return entries
 
-    # -- TorchRL face -------------------------------------------------------------------
-    def _done_entries(self, out: dict) -> TensorDict:
-        """The step's observation TensorDict with root and per-robot reward/done entries."""
-        td = out["obs"]
-        td.set("reward", out["reward"])
-        td.set("terminated", out["terminated"])
-        td.set("truncated", out["truncated"])
-        td.set("done", out["terminated"] | out["truncated"])
-        agents = td.get("agents")
-        agents.set("reward", out["robot_reward"])
-        agents.set("terminated", out["robot_terminated"])
-        agents.set("truncated", out["robot_truncated"])
-        agents.set("done", out["robot_terminated"] | out["robot_truncated"])
-        return td
-
-    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        mask = None if tensordict is None else tensordict.get("_reset", None)
-        if mask is None:
-            self._reset_all_fresh()
-        else:
-            self._reset_where(mask.reshape(self.batch_size))
-        td = self._observation()
-        zeros = torch.zeros((self.num_envs, 1), dtype=torch.bool, device=self.device)
-        azeros = torch.zeros(
-            (self.num_envs, self.max_robots, 1), dtype=torch.bool, device=self.device
-        )
-        td.update({"done": zeros, "terminated": zeros.clone(), "truncated": zeros.clone()})
-        agents = td.get("agents")
-        agents.update({"done": azeros, "terminated": azeros.clone(), "truncated": azeros.clone()})
-        return td
-
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        return self._done_entries(self._advance(tensordict.get(("agents", "action"))))
-
-    # -- lean face ------------------------------------------------------------------------
-    def lean_reset(self) -> TensorDict:
-        self._reset_all_fresh()
-        return self._observation()
-
-    def lean_step(self, action: torch.Tensor) -> tuple[TensorDict, TensorDict]:
-        """Step with actions [B, R] (or [B, R, 2]); reset done envs under a mask.
-
-        `next` carries the observation this step reached, root and per-robot reward and
-        done flags; `obs` is what to act on next, already reset where the env was done.
-        """
-        if isinstance(action, TensorDictBase):
-            action = action.get(("agents", "action"))
-        out = self._advance(action)
-        nxt = self._done_entries(out)
-        done = nxt.get("done").reshape(self.batch_size)
-        drawn = self._reset_where(done)
-        # Envs that go on act on the observation they just reached; reset envs on the
-        # initial observation stored with their scenario (no second perception pass).
-        nobs = out["obs"].get("agents")
-        entries = {}
-        for key in ("self_state", "objects", "objects_mask", "running"):
-            fresh, cur = drawn["obs_" + key], nobs.get(key)
-            m = done.view(-1, *([1] * (cur.dim() - 1)))
-            if cur.dtype == torch.bool:
-                entries[key] = torch.where(m, fresh, cur)  # one op beats and/or on bools
-            else:
-                # lerp is exact at weights 0 and 1 (it computes end - (end - start) (1 - w)
-                # for w >= 0.5), and 2-4x cheaper than torch.where or a multiply-add blend
-                entries[key] = torch.lerp(cur, fresh, m.to(cur.dtype))
-        return nxt, self._wrap(entries)
-
     def episode_metrics(self) -> dict[str, torch.Tensor]:
         """Per-env outcome of the current episodes (device tensors, read when you need)."""
-        active = self.robot_active
-        success = (self.arrived | ~active).all(-1) & active.any(-1)
+        s = self.env_state
+        active = s.robot_active
+        success = (s.arrived | ~active).all(-1) & active.any(-1)
         return {
-            "stage": self.scenario_stage,
+            "stage": s.scenario_stage,
             "robots": active.sum(-1),
             "success": success,
-            "collisions": (self.collided & active).sum(-1),
-            "timeouts": (self.timed_out & active).sum(-1),
-            "finished": ~(active & ~(self.collided | self.arrived)).any(-1),
-            "travel_time": (self.travel_steps * active).sum(-1)
+            "collisions": (s.collided & active).sum(-1),
+            "timeouts": (s.timed_out & active).sum(-1),
+            "finished": ~(active & ~(s.collided | s.arrived)).any(-1),
+            "travel_time": (s.travel_steps * active).sum(-1)
             * dyn.ACTION_TIME
             / active.sum(-1).clamp_min(1),
-            "energy": (self.energy * active).sum(-1) / active.sum(-1).clamp_min(1),
-            "steps": self.steps,
+            "energy": (s.energy * active).sum(-1) / active.sum(-1).clamp_min(1),
+            "steps": s.steps,
         }
 
     def check_evaluation(self) -> None:
@@ -662,7 +587,7 @@ class MarineNavEnv(NativeEnv):
         )
 
         self.check_evaluation()
-        if getattr(self, "_eval_scenarios", None) is None:
+        if self._eval_scenarios is None:
             self._eval_scenarios = evaluation_scenarios(
                 self.max_robots, self.max_obstacles, self.num_cores, curriculum=self.curriculum
             )
@@ -673,3 +598,10 @@ class MarineNavContinuousEnv(MarineNavEnv):
     """MarineNav with 2 continuous actions in [-1, 1] (x 1000 N/s thrust-change rates)."""
 
     continuous = True
+
+
+def _as_tuples(value):
+    """random.Random.setstate wants tuples; a checkpoint may hand back lists."""
+    if isinstance(value, list | tuple):
+        return tuple(_as_tuples(v) for v in value)
+    return value

@@ -86,18 +86,20 @@ def run_episodes(
     """
     env.load_scenarios(scenarios)
     env.rng.manual_seed(seed)
-    obs = env._observation()
+    obs = env._observation_td()
     path = [torch.stack((env.x, env.y), -1)] if record else None
     returns = torch.zeros(env.num_envs, device=env.device)
     alive = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     for t in range(env.max_episode_steps):
-        out = env._advance(policy(obs).get(("agents", "action")))
-        obs = out["obs"]
-        returns += out["reward"].reshape(-1) * alive
-        alive &= ~(out["terminated"] | out["truncated"]).reshape(-1)
+        # the shell's step without autoreset: validated where env.validate_actions is set
+        out = env._advance_checked(policy(obs).get(("agents", "action")))
+        obs = env._td(out.reached)
+        ended = out.terminated | out.truncated
+        returns += out.reward.reshape(-1) * alive
+        alive &= ~ended.reshape(-1)
         if record:
             path.append(torch.stack((env.x, env.y), -1))
-        if (t + 1) % check_every == 0 and bool((out["terminated"] | out["truncated"]).all()):
+        if (t + 1) % check_every == 0 and bool(ended.all()):
             break
     metrics = env.episode_metrics()
     metrics["return"] = returns

@@ -18,11 +18,12 @@ earn the reward without the placement bonus and count toward max_steps.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 from torchrl.data import Binary, Categorical, MultiCategorical, Unbounded
 
-from gpurl.envs.base import NativeEnv
+from gpurl.envs.base import NativeEnv, StepResult, state_attributes
 from gpurl.envs.packing import reward as rw
 from gpurl.envs.packing.catalog import PROCEDURAL_KINDS, procedural_items
 from gpurl.envs.packing.features import MANAGER_SCALARS, candidate_slots, manager_scalars
@@ -36,7 +37,21 @@ ILLEGAL_ACTIONS = ("terminate", "noop")
 FOOTPRINT_ALIGN = 16
 
 
-class PackingEnv(NativeEnv):
+class PackingState(NamedTuple):
+    """Every env's box and episode, and the placement counter."""
+
+    hm: torch.Tensor  # [B, r, r] float32: the box's heightmap
+    items: torch.Tensor  # [B, N] int64: the episode's parts (pool indices)
+    packed: torch.Tensor  # [B, N] bool: placed so far
+    steps: torch.Tensor  # [B] int64
+    packed_volume: torch.Tensor  # [B] float32, m^3
+    c: torch.Tensor  # [B] float32: compactness
+    p: torch.Tensor  # [B] float32: pyramidality
+    # items placed since construction, all envs: a device counter read at log time
+    placements: torch.Tensor  # [] int64
+
+
+class PackingEnv(state_attributes(PackingState), NativeEnv):
     def __init__(
         self,
         num_envs: int = 1,
@@ -120,35 +135,40 @@ class PackingEnv(NativeEnv):
 
     def _alloc(self):
         b, n, r, dev = self.num_envs, self.num_objects, self.geometry.resolution, self.device
-        self.hm = torch.zeros(b, r, r, device=dev)
-        self.items = torch.zeros(b, n, dtype=torch.int64, device=dev)
-        self.packed = torch.zeros(b, n, dtype=torch.bool, device=dev)
-        self.steps = torch.zeros(b, dtype=torch.int64, device=dev)
-        self.packed_volume = torch.zeros(b, device=dev)
-        self.c = torch.zeros(b, device=dev)
-        self.p = torch.zeros(b, device=dev)
-        # items placed since construction, all envs: a device counter read at log time
-        self.placements = torch.zeros((), dtype=torch.int64, device=dev)
+        self.env_state = PackingState(
+            hm=torch.zeros(b, r, r, device=dev),
+            items=torch.zeros(b, n, dtype=torch.int64, device=dev),
+            packed=torch.zeros(b, n, dtype=torch.bool, device=dev),
+            steps=torch.zeros(b, dtype=torch.int64, device=dev),
+            packed_volume=torch.zeros(b, device=dev),
+            c=torch.zeros(b, device=dev),
+            p=torch.zeros(b, device=dev),
+            placements=torch.zeros((), dtype=torch.int64, device=dev),
+        )
 
     # -- NativeEnv ------------------------------------------------------------------------
     def _reset_where(self, mask: torch.Tensor) -> None:
+        s = self.env_state
         fresh = torch.randint(
-            len(self._bbox_volume), self.items.shape, generator=self.rng, device=self.device
+            len(self._bbox_volume), s.items.shape, generator=self.rng, device=self.device
         )
-        self.items = torch.where(mask[:, None], fresh, self.items)
-        self.packed = self.packed & ~mask[:, None]
-        self.hm = torch.where(mask[:, None, None], 0.0, self.hm)
-        self.steps = torch.where(mask, 0, self.steps)
-        self.packed_volume = torch.where(mask, 0.0, self.packed_volume)
-        self.c = torch.where(mask, 0.0, self.c)
-        self.p = torch.where(mask, 0.0, self.p)
+        self.env_state = s._replace(
+            items=torch.where(mask[:, None], fresh, s.items),
+            packed=s.packed & ~mask[:, None],
+            hm=torch.where(mask[:, None, None], 0.0, s.hm),
+            steps=torch.where(mask, 0, s.steps),
+            packed_volume=torch.where(mask, 0.0, s.packed_volume),
+            c=torch.where(mask, 0.0, s.c),
+            p=torch.where(mask, 0.0, s.p),
+        )
 
     def candidates(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Candidate item indices [B, K] (into the episode's items) and their mask."""
-        return candidate_slots(self._bbox_volume[self.items], self.packed, self.num_candidates)
+        s = self.env_state
+        return candidate_slots(self._bbox_volume[s.items], s.packed, self.num_candidates)
 
-    def _advance(self, action: torch.Tensor):
-        geom, pool = self.geometry, self.geometry.pool
+    def _advance(self, action: torch.Tensor) -> StepResult:
+        geom, pool, s = self.geometry, self.geometry.pool, self.env_state
         a = action.to(torch.int64).reshape(self.num_envs, 4)
         slot = a[:, 0].clamp(0, self.num_candidates - 1)
         ori = a[:, 1].clamp(0, NUM_ORIENTATIONS - 1)
@@ -156,16 +176,16 @@ class PackingEnv(NativeEnv):
         cand, cmask = self.candidates()
         item = cand.gather(1, slot[:, None]).squeeze(1)
         slot_ok = cmask.gather(1, slot[:, None]).squeeze(1)
-        pid = self.items.gather(1, item[:, None]).squeeze(1)
+        pid = s.items.gather(1, item[:, None]).squeeze(1)
         x, y = ix * geom.grid_step, iy * geom.grid_step
         if self.illegal_action == "noop":  # decide termination on the full legal map
-            z_all, legal_all = geom.placement(self.hm, pid)
+            z_all, legal_all = geom.placement(s.hm, pid)
             env = torch.arange(self.num_envs, device=self.device)
             z, legal = z_all[env, ori, ix, iy], legal_all[env, ori, ix, iy]
             has_legal = legal_all.flatten(1).any(1)
         else:  # trust the legal mask: an action outside it means none was left
             z, legal = placement_at(
-                self.hm,
+                s.hm,
                 pool.hb[pid, ori],
                 pool.ht_max[pid, ori],
                 pool.footprint[pid, ori],
@@ -175,9 +195,8 @@ class PackingEnv(NativeEnv):
             )
             has_legal = legal
         placed = legal & slot_ok
-        self.placements = self.placements + placed.sum()
         hm = place(
-            self.hm,
+            s.hm,
             pool.ht[pid, ori],
             z,
             x,
@@ -185,39 +204,42 @@ class PackingEnv(NativeEnv):
             placed,
         )
         hit = torch.nn.functional.one_hot(item, self.num_objects).bool() & placed[:, None]
-        self.packed = self.packed | hit
+        packed = s.packed | hit
         added = torch.where(placed, pool.volume[pid], 0.0)
-        self.packed_volume = self.packed_volume + added
-        c = rw.compactness(hm, self.packed_volume, geom.sep)
-        p = rw.pyramidality(hm, self.packed_volume, geom.sep)
+        packed_volume = s.packed_volume + added
+        c = rw.compactness(hm, packed_volume, geom.sep)
+        p = rw.pyramidality(hm, packed_volume, geom.sep)
         reward = rw.shaped_reward(
             placed,
-            self.c,
+            s.c,
             c,
-            self.p,
+            s.p,
             p,
-            rw.max_height(self.hm),
+            rw.max_height(s.hm),
             rw.max_height(hm),
             geom.height,
             self.weights,
             added / self._box_volume,
         )
-        self.hm, self.c, self.p = hm, c, p
-        self.steps = self.steps + 1
-        terminated = self.packed.all(1) | (slot_ok & ~has_legal)
-        truncated = (self.steps >= self.max_episode_steps) & ~terminated
-        return reward[:, None], terminated[:, None], truncated[:, None]
+        steps = s.steps + 1
+        self.env_state = PackingState(
+            hm, s.items, packed, steps, packed_volume, c, p, s.placements + placed.sum()
+        )
+        terminated = packed.all(1) | (slot_ok & ~has_legal)
+        truncated = (steps >= self.max_episode_steps) & ~terminated
+        return StepResult(reward[:, None], terminated[:, None], truncated[:, None])
 
     def _observation(self) -> dict[str, torch.Tensor]:
+        s = self.env_state
         cand, cmask = self.candidates()
-        pid = self.items.gather(1, cand)
+        pid = s.items.gather(1, cand)
         return {
-            "heightmap": self.hm,
-            "items": self.items,
-            "packed": self.packed,
+            "heightmap": s.hm,
+            "items": s.items,
+            "packed": s.packed,
             "candidates": cand,
             "candidate_mask": cmask,
-            "candidate_features": manager_scalars(self.geometry, self.hm, pid, cmask),
+            "candidate_features": manager_scalars(self.geometry, s.hm, pid, cmask),
         }
 
     @property
@@ -230,14 +252,15 @@ class PackingEnv(NativeEnv):
     def episode_metrics(self) -> dict[str, torch.Tensor]:
         """Per env [B]: packed count, success, utilisation V_p / (L W H), C, P, max height."""
         l, w, h = self.geometry.box_size
-        count = self.packed.sum(1)
+        s = self.env_state
+        count = s.packed.sum(1)
         return {
             "packed": count.to(torch.float32),
             "success": (count == self.num_objects).to(torch.float32),
-            "utilisation": self.packed_volume / (l * w * h),
-            "compactness": self.c,
-            "pyramidality": self.p,
-            "max_height": rw.max_height(self.hm),
+            "utilisation": s.packed_volume / (l * w * h),
+            "compactness": s.c,
+            "pyramidality": s.p,
+            "max_height": rw.max_height(s.hm),
         }
 
     def evaluation_protocol(self, policy) -> dict[str, float]:

@@ -9,15 +9,14 @@ empty). All items and orientations are one scatter-amax / scatter-amin on the de
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from gpurl.envs.packing.orientations import NUM_ORIENTATIONS, rotation_matrices
 
 
-@dataclass
-class ItemMaps:
+class ItemMaps(NamedTuple):
     """Heightmaps of a set of items, every tensor with the item index first."""
 
     ht: torch.Tensor  # [P, 24, F, F] float32, 0 outside the footprint
@@ -32,11 +31,11 @@ class ItemMaps:
         return self.ht.shape[-1]
 
     def to(self, device) -> ItemMaps:
-        return ItemMaps(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+        return ItemMaps(*(t.to(device) for t in self))
 
     def take(self, idx: torch.Tensor) -> ItemMaps:
         """The maps of items `idx` (any shape), gathered on the device."""
-        return ItemMaps(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+        return ItemMaps(*(t[idx] for t in self))
 
 
 def footprints(spans: torch.Tensor, sep: float) -> torch.Tensor:
@@ -104,9 +103,7 @@ def build_item_maps(items, sep: float, size: int, device="cpu", chunk: int = 8) 
         pts, counts = pad_points(group)
         vol = torch.tensor([it.volume for it in group])
         parts.append(item_heightmaps(pts.to(device), counts.to(device), vol, sep, size))
-    return ItemMaps(
-        *(torch.cat([getattr(m, f) for m in parts]) for f in ItemMaps.__dataclass_fields__)
-    )
+    return ItemMaps(*(torch.cat(field) for field in zip(*parts, strict=True)))
 
 
 def pad_points(items) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
-from gpurl.envs.base import NativeEnv
+from gpurl.envs.base import NativeEnv, StepResult, state_attributes
 from gpurl.envs.pixels.atlas import (
     PLAYER_SCREEN_X,
     PLAYER_SCREEN_Y,
@@ -27,7 +27,14 @@ from gpurl.envs.pixels.atlas import (
     player_sprite,
     tile_atlas,
 )
-from gpurl.envs.pixels.frame_stack import RESTORE_MODES, FrameStack
+from gpurl.envs.pixels.frame_stack import (
+    RESTORE_MODES,
+    FrameStack,
+    empty_stack,
+    next_slot,
+    reset_stack,
+    stack_observation,
+)
 from gpurl.envs.pixels.movement import blocking_map, move_player
 from gpurl.envs.pixels.render import render_frames, sprite_words, tile_window
 from gpurl.envs.pixels.reset_cache import ResetCache
@@ -62,12 +69,27 @@ class WorldPool(NamedTuple):
     start: dict  # the reset cache's entries: pos, frame, metric
 
 
+class PixelsState(NamedTuple):
+    """Every env's player, episode and frame stack, and the episode statistics."""
+
+    pos: torch.Tensor  # int64 [N, 2]: the player's pixel position
+    metric: torch.Tensor  # [N]: the distance the reward uses, at the current position
+    steps: torch.Tensor  # int64 [N]: episode lengths
+    counter: torch.Tensor  # int64 [N]: consecutive steps on the goal ("goal" reward)
+    first: torch.Tensor  # bool [N]: the env was reset since its last step
+    world: torch.Tensor  # int64 [N]: each env's pool world (0 without a pool)
+    stack: FrameStack
+    # info_mode "stats": goals, episodes and their summed lengths since construction,
+    # accumulated in place; read_stats() reads them (one host read per log)
+    stat_totals: torch.Tensor  # int64 [3]
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
 
 
-class PixelsEnv(NativeEnv):
+class PixelsEnv(state_attributes(PixelsState), NativeEnv):
     has_held_out = True  # make_eval_env builds its evaluation envs with held_out=True
 
     def __init__(
@@ -124,6 +146,7 @@ class PixelsEnv(NativeEnv):
         # moves keep every position aligned: a static fact that lets the renderer skip
         # the sub-tile shifts without looking at the data.
         self._aligned = self.held_frames % TILE == 0
+        self.restore = restore
         self.reward_kind = reward
         self.info_mode = info_mode
         self.goal_stack = bool(goal_stack)
@@ -158,8 +181,8 @@ class PixelsEnv(NativeEnv):
         self.pool = None
         if self.num_worlds:
             # Everything a world fixes, per pool world; _reset_where gathers each env's
-            # rows. Not a tensor attribute, so checkpoints do not carry it (the
-            # constructor rebuilds it); `world` (each env's pool index) they do carry.
+            # rows. Not in the state, so checkpoints do not carry it (the constructor
+            # rebuilds it); `world` (each env's pool index) they do carry.
             self.pool = WorldPool(
                 ids=world_seeds,
                 tiles=self.tiles,
@@ -169,20 +192,23 @@ class PixelsEnv(NativeEnv):
                 goal_frame=self.goal_frame,
                 start=self.cache.start,
             )
-            self.world = torch.zeros(n, dtype=torch.int64, device=dev)
 
-        self.stack = FrameStack(n, self.stack_k, dev, restore)
-        self.pos = torch.zeros(n, 2, dtype=torch.int64, device=dev)  # set by the reset below
-        self.metric = torch.zeros(n, device=dev)
-        self.steps = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.counter = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.first = torch.ones(n, dtype=torch.bool, device=dev)
+        def counts():
+            return torch.zeros(n, dtype=torch.int64, device=dev)
+
+        self.env_state = PixelsState(  # set by the reset below
+            pos=torch.zeros(n, 2, dtype=torch.int64, device=dev),
+            metric=torch.zeros(n, device=dev),
+            steps=counts(),
+            counter=counts(),
+            first=torch.ones(n, dtype=torch.bool, device=dev),
+            world=counts(),
+            stack=empty_stack(n, self.stack_k, dev),
+            stat_totals=torch.zeros(3, dtype=torch.int64, device=dev),
+        )
+        # the last step's statistics (info_mode "stats"), for inspection
         self.stats: dict[str, torch.Tensor] = {}
-        # info_mode "stats": goals, episodes and their summed lengths since construction,
-        # accumulated in place; read_stats() reads them (one host read per log)
-        self.stat_totals = torch.zeros(3, dtype=torch.int64, device=dev)
-        self.stats_read_at = (0, 0, 0)
-        self._obs: torch.Tensor | None = None
+        self.stats_read_at = (0, 0, 0)  # host: stat_totals at the last read_stats()
 
         b = self.batch_size
         shape = (*b, self.stack_k, SCREEN_H, SCREEN_W)
@@ -221,90 +247,109 @@ class PixelsEnv(NativeEnv):
 
     # -- NativeEnv --------------------------------------------------------------------
     def _reset_where(self, mask: torch.Tensor) -> None:
+        s = self.env_state
+        world = s.world
         if self.pool is not None:
-            self._draw_worlds(mask)
-        restored = self.cache.restore(mask, pos=self.pos, metric=self.metric)
-        self.pos, self.metric = restored["pos"], restored["metric"]
-        self.steps = torch.where(mask, 0, self.steps)
-        self.counter = torch.where(mask, 0, self.counter)
-        self.first = mask
-        self.stack.reset_where(mask, self.cache["frame"])
-        self._obs = None
+            world = self._draw_worlds(mask, world)
+        restored = self.cache.restore(mask, pos=s.pos, metric=s.metric)
+        self.env_state = s._replace(
+            pos=restored["pos"],
+            metric=restored["metric"],
+            steps=torch.where(mask, 0, s.steps),
+            counter=torch.where(mask, 0, s.counter),
+            first=mask,
+            world=world,
+            stack=reset_stack(s.stack, mask, self.cache["frame"], self.restore),
+        )
 
-    def _draw_worlds(self, mask: torch.Tensor) -> None:
+    def _draw_worlds(self, mask: torch.Tensor, world: torch.Tensor) -> torch.Tensor:
         """A fresh pool world for every env where mask is set: a draw for every env and
         a gather of every env's world rows, under the mask, so no host read decides
         anything (the gathers are small next to a step's render)."""
         draw = torch.randint(
             self.num_worlds, (self.num_envs,), generator=self.rng, device=self.device
         )
-        self.world = torch.where(mask, draw, self.world)
-        self._gather_worlds()
+        world = torch.where(mask, draw, world)
+        self._gather_worlds(world)
+        return world
 
-    def _gather_worlds(self) -> None:
-        pool, w = self.pool, self.world
+    def _gather_worlds(self, world: torch.Tensor) -> None:
+        pool, w = self.pool, world
         self.world_ids = pool.ids[w]
         self.tiles, self.blocked, self.goal_pos = pool.tiles[w], pool.blocked[w], pool.goal_pos[w]
         self._goal_window, self.goal_frame = pool.goal_window[w], pool.goal_frame[w]
         self.cache = ResetCache(**{k: v[w] for k, v in pool.start.items()})
 
+    def env_state_dict(self) -> dict:
+        return {**super().env_state_dict(), "stats_read_at": self.stats_read_at}
+
     def load_env_state_dict(self, state: dict) -> None:
         super().load_env_state_dict(state)
-        if self.pool is not None:  # the reset cache of the resumed worlds
-            self._gather_worlds()
+        self.stats_read_at = tuple(state["stats_read_at"])
+        if self.pool is not None:  # the worlds and reset cache of the resumed envs
+            self._gather_worlds(self.env_state.world)
 
-    def _advance(self, action: torch.Tensor):
-        self.pos = move_player(
-            self.pos, action.reshape(self.num_envs), self.blocked, self.held_frames
-        )
-        self._render(self.pos, out=self.stack.next_slot())
-        self._obs = self.stack.observation(self.cache["frame"])
-        dist = self._metric(as_pixels(self._obs), self.pos)
+    def _advance(self, action: torch.Tensor) -> StepResult:
+        s = self.env_state
+        pos = move_player(s.pos, action.reshape(self.num_envs), self.blocked, self.held_frames)
+        stack, slot = next_slot(s.stack, self.restore)
+        self._render(pos, out=slot)
+        frames = stack_observation(stack, self.cache["frame"], self.restore)
+        dist = self._metric(as_pixels(frames), pos)
         if self.reward_kind == "goal":
-            reward, self.counter, terminated = goal_template_reward(
-                dist, self.metric, self.counter, **self._reward_args, **self._goal_args
+            reward, counter, terminated = goal_template_reward(
+                dist, s.metric, s.counter, **self._reward_args, **self._goal_args
             )
         else:
             reward, _, terminated = reach_reward(
-                self.pos, self.goal_pos, self.metric, shaping=self._shaping, **self._reward_args
+                pos, self.goal_pos, s.metric, shaping=self._shaping, **self._reward_args
             )
-        self.metric = dist
-        self.steps = self.steps + 1
-        truncated = (self.steps >= self.max_episode_steps) & ~terminated
-        self.first = torch.zeros_like(terminated)
+            counter = s.counter
+        steps = s.steps + 1
+        truncated = (steps >= self.max_episode_steps) & ~terminated
+        first = torch.zeros_like(terminated)
         if self.info_mode == "stats":
-            self._update_stats(dist, terminated, truncated)
-        return reward.unsqueeze(-1), terminated.unsqueeze(-1), truncated.unsqueeze(-1)
+            self._update_stats(dist, terminated, truncated, steps, s.stat_totals)
+        self.env_state = s._replace(
+            pos=pos, metric=dist, steps=steps, counter=counter, first=first, stack=stack
+        )
+        return StepResult(
+            reward.unsqueeze(-1),
+            terminated.unsqueeze(-1),
+            truncated.unsqueeze(-1),
+            reached=self._entries(frames, dist, first),
+        )
 
     def _observation(self) -> dict:
-        if self._obs is None:
-            self._obs = self.stack.observation(self.cache["frame"])
-        out: dict = {"pixels": as_pixels(self._obs)}
+        s = self.env_state
+        frames = stack_observation(s.stack, self.cache["frame"], self.restore)
+        return self._entries(frames, s.metric, s.first)
+
+    def _entries(self, frames: torch.Tensor, metric: torch.Tensor, first: torch.Tensor) -> dict:
+        """The observation entries of stacked frames (packed words) and the state's
+        metric and reset flags."""
+        out: dict = {"pixels": as_pixels(frames)}
         if self.info_mode == "full":
-            out["info"] = {
-                "dist": self.metric.unsqueeze(-1),
-                "reset_mask": self.first.unsqueeze(-1),
-            }
+            out["info"] = {"dist": metric.unsqueeze(-1), "reset_mask": first.unsqueeze(-1)}
         return out
 
     # -- info_mode "stats" ----------------------------------------------------------------
-    host_state = ("stats_read_at",)
-
-    def _update_stats(self, dist, terminated, truncated) -> None:
-        """Aggregates as device tensors; the host reads them only when it logs."""
+    def _update_stats(self, dist, terminated, truncated, steps, totals) -> None:
+        """Aggregates as device tensors, added to `totals` (stat_totals) in place; the
+        host reads them only when it logs."""
         ends = terminated | truncated
         # this step's goals, episode ends and the lengths of the episodes that ended
-        counts = torch.stack((terminated.sum(), ends.sum(), (self.steps * ends).sum()))
-        self.stat_totals.add_(counts)
+        counts = torch.stack((terminated.sum(), ends.sum(), (steps * ends).sum()))
+        totals.add_(counts)
         self.stats = {
             "dist_mean": dist.mean(),
             "dist_min": dist.amin(),
             "dist_max": dist.amax(),
             "goals": counts[0],
             "episodes_done": counts[1],
-            "total_goals": self.stat_totals[0],
-            "total_episodes": self.stat_totals[1],
-            "total_length": self.stat_totals[2],
+            "total_goals": totals[0],
+            "total_episodes": totals[1],
+            "total_length": totals[2],
         }
 
     def read_stats(self) -> dict[str, float] | None:
@@ -313,7 +358,7 @@ class PixelsEnv(NativeEnv):
         no episode ended or the stats are off. The trainer calls it at each log."""
         if self.info_mode != "stats":
             return None
-        goals, episodes, length = self.stat_totals.tolist()
+        goals, episodes, length = self.env_state.stat_totals.tolist()
         g0, e0, l0 = self.stats_read_at
         self.stats_read_at = (goals, episodes, length)
         if episodes == e0:

@@ -5,14 +5,16 @@ All envs step in lockstep, so one host-side head index (a Python int, not device
 names the newest slot: a step renders straight into the next slot and moves the head; no
 frame is ever moved and nothing is allocated.
 
-`observation()` is the one copy a step makes of the stack: a fresh tensor in time order
-(oldest first), which the env never touches again, so a transition can keep it as its
-next observation (and a replay buffer can store it) without another copy. With K = 1 it
-is a single copy of the one slot; with K > 1 the same pass also unrolls the ring.
+The stack is a FrameStack (its state: ring, ages, head) that the functions below take
+and return; the env keeps it in its own state. `stack_observation()` is the one copy a
+step makes of the stack: a fresh tensor in time order (oldest first), which the env
+never touches again, so a transition can keep it as its next observation (and a replay
+buffer can store it) without another copy. With K = 1 it is a single copy of the one
+slot; with K > 1 the same pass also unrolls the ring.
 
 Resets (restore modes, measured in docs/BENCHMARKS.md):
 - "lazy" (default): a reset only zeroes the env's age (frames rendered since its reset);
-  `observation()` shows the env's start frame in every slot older than its age. The
+  `stack_observation()` shows the env's start frame in every slot older than its age. The
   frames are never rewritten on reset, so no full-stack kernel runs whether or not any
   env resets, and no host read decides anything. (Right after a step every env's
   newest slot is its own frame, so that slot is copied without the select.)
@@ -24,6 +26,8 @@ Resets (restore modes, measured in docs/BENCHMARKS.md):
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from gpurl.envs.pixels.atlas import SCREEN_H, SCREEN_WORDS
@@ -31,50 +35,60 @@ from gpurl.envs.pixels.atlas import SCREEN_H, SCREEN_WORDS
 RESTORE_MODES = ("lazy", "masked", "host_skip")
 
 
-class FrameStack:
-    def __init__(self, num_envs: int, k: int, device: torch.device, restore: str = "lazy"):
-        self.k = k
-        self.restore = restore
-        self.ring = torch.zeros(
-            (num_envs, k, SCREEN_H, SCREEN_WORDS), dtype=torch.int64, device=device
-        )
-        self.age = torch.zeros(num_envs, dtype=torch.int64, device=device)
-        self.head = 0
-        self._newest_fresh = False
+class FrameStack(NamedTuple):
+    """The stack's state. ring: int64 [N, K, 72, 10] packed frames; age: int64 [N] frames
+    rendered since each env's reset (capped at K; "lazy" mode); head: the newest slot (a
+    host int); newest_fresh: every env's newest slot holds its own frame (true from a
+    step to the next reset, so the observation copies that slot without the select)."""
 
-    def next_slot(self) -> torch.Tensor:
-        """Advance the head; return the slot view [N, 72, 10] the new frame is rendered into."""
-        self.head = (self.head + 1) % self.k
-        if self.restore == "lazy":
-            self.age = torch.clamp_max(self.age + 1, self.k)
-        # Until the next reset every env's newest slot holds its own frame: the
-        # observation can copy that slot without the start-frame select.
-        self._newest_fresh = True
-        return self.ring[:, self.head]
+    ring: torch.Tensor
+    age: torch.Tensor
+    head: int = 0
+    newest_fresh: bool = False
 
-    def reset_where(self, mask: torch.Tensor, start: torch.Tensor) -> None:
-        """Start over where mask [N] is set; start: int64 [N, 72, 10] each env's first frame."""
-        if self.restore == "lazy":
-            self.age = torch.where(mask, 0, self.age)
-            self._newest_fresh = False
-            return
-        if self.restore == "host_skip" and not mask.any():
-            return
-        torch.where(mask.view(-1, 1, 1, 1), start.unsqueeze(1), self.ring, out=self.ring)
 
-    def observation(self, start: torch.Tensor) -> torch.Tensor:
-        """A fresh int64 [N, K, 72, 10] copy of the stack, oldest frame first."""
-        if self.restore != "lazy":
-            if self.k == 1:
-                return self.ring.clone()
-            return torch.cat((self.ring[:, self.head + 1 :], self.ring[:, : self.head + 1]), 1)
-        out = torch.empty_like(self.ring)
-        for j in range(self.k):  # over stack depth, not envs: K kernels, one pass in all
-            back = self.k - 1 - j
-            slot = self.ring[:, (self.head - back) % self.k]
-            if back == 0 and self._newest_fresh:
-                out[:, j].copy_(slot)
-                continue
-            fresh = (self.age > back).view(-1, 1, 1)
-            torch.where(fresh, slot, start, out=out[:, j])
-        return out
+def empty_stack(num_envs: int, k: int, device: torch.device) -> FrameStack:
+    ring = torch.zeros((num_envs, k, SCREEN_H, SCREEN_WORDS), dtype=torch.int64, device=device)
+    return FrameStack(ring, torch.zeros(num_envs, dtype=torch.int64, device=device))
+
+
+def next_slot(stack: FrameStack, restore: str) -> tuple[FrameStack, torch.Tensor]:
+    """Advance the head; return the stack and the slot view [N, 72, 10] the new frame is
+    rendered into."""
+    k = stack.ring.shape[1]
+    head = (stack.head + 1) % k
+    age = torch.clamp_max(stack.age + 1, k) if restore == "lazy" else stack.age
+    return FrameStack(stack.ring, age, head, True), stack.ring[:, head]
+
+
+def reset_stack(
+    stack: FrameStack, mask: torch.Tensor, start: torch.Tensor, restore: str
+) -> FrameStack:
+    """Start over where mask [N] is set; start: int64 [N, 72, 10] each env's first frame."""
+    if restore == "lazy":
+        return FrameStack(stack.ring, torch.where(mask, 0, stack.age), stack.head, False)
+    if restore == "host_skip" and not mask.any():
+        return stack
+    ring = stack.ring
+    torch.where(mask.view(-1, 1, 1, 1), start.unsqueeze(1), ring, out=ring)
+    return stack
+
+
+def stack_observation(stack: FrameStack, start: torch.Tensor, restore: str) -> torch.Tensor:
+    """A fresh int64 [N, K, 72, 10] copy of the stack, oldest frame first."""
+    ring, head = stack.ring, stack.head
+    k = ring.shape[1]
+    if restore != "lazy":
+        if k == 1:
+            return ring.clone()
+        return torch.cat((ring[:, head + 1 :], ring[:, : head + 1]), 1)
+    out = torch.empty_like(ring)
+    for j in range(k):  # over stack depth, not envs: K kernels, one pass in all
+        back = k - 1 - j
+        slot = ring[:, (head - back) % k]
+        if back == 0 and stack.newest_fresh:
+            out[:, j].copy_(slot)
+            continue
+        fresh = (stack.age > back).view(-1, 1, 1)
+        torch.where(fresh, slot, start, out=out[:, j])
+    return out
