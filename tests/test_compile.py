@@ -69,8 +69,14 @@ def a_batch(tr) -> TensorDict:
 
 
 def run_updates(agent, batch, n=3, seed=1):
+    """n updates on `batch`, each counted as the trainer counts it (TD3's delayed actor
+    steps on the even ones)."""
     torch.manual_seed(seed)
-    return [agent.update(batch.clone(), agent.progress) for _ in range(n)]
+    out = []
+    for _ in range(n):
+        out.append(agent.update(batch.clone(), agent.progress))
+        agent.progress.add_update()
+    return out
 
 
 def assert_close_runs(a, b, ma, mb, rtol):

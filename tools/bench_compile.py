@@ -427,16 +427,21 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
         tr = build(cfg, run_dir)
     batch = training_batch(tr)
+
+    def update():  # as the trainer runs it: the update, then counted (TD3's delay reads it)
+        tr.agent.update(batch, tr.progress)
+        tr.progress.add_update()
+
     t0 = time.perf_counter()
     for _ in range(args.warmup):  # compiles, captures graphs
-        tr.agent.update(batch, tr.progress)
+        update()
         tr.collector.rollout()
     if device.type == "cuda":
         torch.cuda.synchronize()
     warmup_s = time.perf_counter() - t0
     per_update, per_rollout = [], []
     for _ in range(args.rounds):
-        per_update.append(_timed(lambda: tr.agent.update(batch, tr.progress), args.calls, device))
+        per_update.append(_timed(update, args.calls, device))
         per_rollout.append(_timed(tr.collector.rollout, args.calls, device))
     frames = tr.collector.frames_per_batch
     robots = MARINENAV_ROBOTS if preset else None
