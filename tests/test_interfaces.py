@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "gpurl"
 
-# The layers, bottom up (DESIGN: data flows env -> policy -> collector -> replay -> loss):
-# a package may import its own layer and those below it, never one above.
+# The layers, bottom up (docs/DEVELOPING.md): a package may import its own layer and
+# those below it, never one above.
 LAYERS = ["errors", "core", "utils", "envs", "policies", "agents", "trainers", "train"]
 # What each layer may import besides itself: core and errors are below everything.
 ALLOWED = {

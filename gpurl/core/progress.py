@@ -7,7 +7,7 @@
     episodes  episodes finished, over this process's envs
 
 Each count is a device tensor, which schedules read (epsilon, exploration noise,
-prioritized beta, learning-rate annealing, an agent's stages: DESIGN.md rule 5), so
+prioritized beta, learning-rate annealing, an agent's stages: docs/DEVELOPING.md rule 5), so
 reading it never leaves the device. Frames and updates are also kept as host ints,
 advanced in the same call that advances the tensors: the host decides on them (the
 trainer's intervals, an agent's hard target copies and delayed actor steps) without

@@ -1,6 +1,6 @@
 """EnvInfo: everything an agent is built from, read off an env's specs.
 
-Agents never look at env classes (DESIGN.md): they get an EnvInfo, which names
+Agents never look at env classes (docs/DEVELOPING.md): they get an EnvInfo, which names
 
 - the observation entries the networks read (one or several, root or nested such as
   ("agents", "self_state")) with their feature shapes, and the mask entries that go
