@@ -8,7 +8,8 @@ repository, then its arguments) runs as its own process from that worktree, with
 worktree's gpurl first on the path: the tool as it was at that commit, against the code
 as it was. The two sides alternate, in the order before, after, after, before, ... so a
 drift of the machine's speed falls on both. Every JSON record the tool prints comes out
-again with "side" (before / after), "rev" (as given), "round" and "tool_args" added.
+again with "side" (before / after), "rev" (as given), "rev_commit" (the commit it
+named), "round" and "tool_args" added.
 With --metric NAME (a numeric field of the records, e.g. fps, ms_per_step), a last
 record gives per matching record the median of that field on each side and the median
 of the after/before ratios of the rounds: >1 means after is higher.
@@ -35,6 +36,15 @@ def checkout(rev: str, into: Path) -> Path:
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(into), rev], check=True
     )
     return into
+
+
+def resolve(rev: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bench_commits: unknown revision {rev!r}")
+    return out.stdout.strip()
 
 
 def remove(worktree: Path) -> None:
@@ -74,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tool:
         p.error("give the tool after --, e.g. -- tools/bench_env.py cartpole")
     revs = {"before": args.before, "after": args.after}
+    commits = {side: resolve(rev) for side, rev in revs.items()}
     values: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpurl-bench-commits-") as tmp:
         trees = {side: checkout(rev, Path(tmp) / side) for side, rev in revs.items()}
@@ -82,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
                 order = ["before", "after"] if round_ % 2 == 0 else ["after", "before"]
                 for side in order:
                     for record in run_tool(trees[side], tool):
-                        record.update(side=side, rev=revs[side], round=round_, tool_args=tool)
+                        record.update(
+                            side=side,
+                            rev=revs[side],
+                            rev_commit=commits[side],
+                            round=round_,
+                            tool_args=tool,
+                        )
                         print(json.dumps(record), flush=True)
                         if args.metric is not None and args.metric in record:
                             key = (case_key(record), side)
@@ -107,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tool": "bench_commits",
                     "metric": args.metric,
                     "revs": revs,
+                    "commits": commits,
                     "rounds": args.rounds,
                     "tool_args": tool,
                     "summary": summary,

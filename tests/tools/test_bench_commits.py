@@ -34,6 +34,7 @@ def test_both_sides_run_alternately_and_the_metric_is_summarised():
         ("before", 1),
     ]
     assert all(r["tool_args"] == tool and r["ms_per_step"] > 0 for r in runs)
+    assert all(head.startswith(r["rev_commit"]) for r in runs)
     case = summary["summary"]["env=cartpole num_envs=4"]
     assert summary["metric"] == "ms_per_step" and case["after_over_before_median"] > 0
     worktrees = subprocess.run(
