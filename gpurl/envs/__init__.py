@@ -1,7 +1,9 @@
 """Env families and the one factory the trainer uses: `make_env(env_cfg, ...)`.
 
 Native envs are registered by name in NATIVE_ENVS; their constructor takes num_envs,
-device, seed, and any other keys of the env config as keyword arguments.
+device, seed, and any other keys of the env config as keyword arguments. Any other
+TorchRL env comes in through a config's `_target_`, a factory that returns it
+(env._target_=my_package.make_env: envs/foreign.make_target_env), or through env=gym.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ NATIVE_ENVS: dict[str, type[NativeEnv]] = {
 }
 
 # Keys of an env config that the factory consumes itself.
-_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id", "validate_actions"}
+_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id", "validate_actions", "_target_"}
+TARGET = "_target_"
 
 
 def env_kwargs(env_cfg: Mapping) -> dict:
@@ -43,6 +46,21 @@ def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None
     """Build the env an env config names; `num_envs` overrides the config's count."""
     name = env_cfg["name"]
     n = env_cfg.get("num_envs", 1) if num_envs is None else num_envs
+    if TARGET in env_cfg.keys():  # keys(): a DictConfig leaves "???" out of `in`
+        from omegaconf import DictConfig, OmegaConf
+
+        from gpurl.envs.foreign import make_target_env
+
+        if isinstance(env_cfg, DictConfig) and OmegaConf.is_missing(env_cfg, TARGET):
+            raise ConfigError(
+                "env=custom needs the env's factory: add env._target_=my_package.make_env "
+                "(a callable returning a TorchRL EnvBase)"
+            )
+        options = env_kwargs(env_cfg)
+        steps = options.pop("max_episode_steps", None)
+        env = make_target_env(env_cfg[TARGET], options, n, device, seed, steps)
+        env.validate_actions = bool(env_cfg.get("validate_actions", False))
+        return env
     if name == "gym":
         from gpurl.envs.gym import make_gym_env
 

@@ -11,17 +11,27 @@ their defaults:
                           its end)
     validate_actions      checked at every step of the TorchRL face, as native envs do
 
-This module is the one place in gpurl that asks a foreign env what it has (`getattr`),
-in `as_gpurl_env`: everything else calls the declared hooks.
+`make_target_env` builds one from a config's `_target_`, a callable that returns a
+TorchRL EnvBase (env._target_=my_package.make_env): it hands the callable `num_envs`,
+`device`, `seed` and `max_episode_steps` where its signature takes them, batches an
+unbatched env in TorchRL's SerialEnv, seeds it, and moves its data to the run's device.
+
+This module is the one place in gpurl that asks a foreign env (or its factory) what it
+has: everything else calls the declared hooks.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+
 import torch
 from tensordict import TensorDict, TensorDictBase
-from torchrl.envs import EnvBase, Transform, TransformedEnv
+from torchrl.envs import DeviceCastTransform, EnvBase, SerialEnv, Transform, TransformedEnv
 
 from gpurl.envs.hooks import EnvHooks
+from gpurl.errors import ConfigError
 
 
 def first_episode_returns(rollout: TensorDict) -> torch.Tensor:
@@ -65,3 +75,76 @@ def as_gpurl_env(env: EnvBase, max_episode_steps: int | None = None) -> EnvHooks
         return env
     steps = max_episode_steps or getattr(env, "max_episode_steps", None) or 1000
     return ForeignEnv(env, max_episode_steps=int(steps))
+
+
+# What make_target_env hands a factory, where its signature takes it.
+_RUN_ARGS = ("num_envs", "device", "seed", "max_episode_steps")
+
+
+def resolve_target(target, what: str) -> Callable:
+    """The object a `_target_` names ("package.module.name"), or the callable itself."""
+    if callable(target):
+        return target
+    from hydra.utils import get_object
+
+    try:
+        return get_object(str(target))
+    except Exception as err:  # ImportError, AttributeError: one line either way
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(
+            f"{what}._target_={target} cannot be imported ({reason}): give a dotted path "
+            f"to a callable on the Python path (e.g. my_package.envs.make_env)"
+        ) from None
+
+
+def make_target_env(
+    target, options: dict, num_envs: int, device, seed: int, max_episode_steps: int | None = None
+) -> EnvHooks:
+    """The env a `_target_` factory builds, as a gpurl env with `num_envs` envs on `device`:
+    a NativeEnv subclass of the user's own as it is, any other EnvBase in a ForeignEnv.
+
+    `options` (the env config's other keys) go to the factory as keyword arguments, and
+    so do num_envs, device, seed and max_episode_steps where its signature takes them.
+    A factory without `num_envs` that returns one unbatched env is called num_envs times
+    inside TorchRL's SerialEnv. A factory without `seed` gets `env.set_seed(seed)`.
+    """
+    factory = resolve_target(target, "env")
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: hand it options alone
+        params = {}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    run = {"num_envs": int(num_envs), "device": torch.device(device), "seed": int(seed)}
+    if max_episode_steps is not None:
+        run["max_episode_steps"] = int(max_episode_steps)
+    given = {k: v for k, v in run.items() if takes_any or k in params}
+    kwargs = {**options, **given}
+    build = functools.partial(factory, **kwargs)
+    try:
+        env = build()
+        if not isinstance(env, EnvBase):
+            raise ConfigError(
+                f"env._target_={target} returned {type(env).__name__}, not a TorchRL EnvBase: "
+                f"return one (TorchRL's wrappers turn Gymnasium, DMC, VMAS... envs into one)"
+            )
+        n = int(num_envs)
+        if "num_envs" not in given and env.batch_size.numel() != n:
+            if env.batch_size != torch.Size():
+                raise ConfigError(
+                    f"env._target_={target} built {env.batch_size.numel()} envs and takes no "
+                    f"num_envs: set env.num_envs={env.batch_size.numel()}"
+                )
+            if n > 1:  # one env per call: n of them, stepped one after another
+                env.close()
+                env = SerialEnv(n, build)
+    except TypeError as err:
+        raise ConfigError(f"bad option for env._target_={target}: {err}") from None
+    if isinstance(env, EnvHooks):  # a gpurl env of the user's own (a NativeEnv subclass)
+        return env
+    if "seed" not in given:
+        env.set_seed(int(seed))
+    run_device = torch.device(device)
+    moved = env.device is not None and torch.device(env.device) != run_device
+    cast = DeviceCastTransform(run_device, env.device) if moved else None
+    steps = max_episode_steps or getattr(env, "max_episode_steps", None) or 1000
+    return ForeignEnv(env, cast, max_episode_steps=int(steps))

@@ -1,0 +1,133 @@
+"""Envs gpurl does not register, by `_target_` (envs/foreign.py): a TorchRL EnvBase
+written here trains a few iterations; an unbatched factory is batched; a NativeEnv
+subclass of the user's own is used as it is; mistakes are one line."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.data import Categorical, Composite, Unbounded
+from torchrl.envs import EnvBase, SerialEnv
+
+from gpurl.envs import make_env
+from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.foreign import ForeignEnv
+from gpurl.errors import ConfigError
+from gpurl.train import build, load_config
+
+
+class ChainEnv(EnvBase):
+    """A TorchRL env of gpurl's nothing: positions 0..4 on a chain, action 1 right, 0
+    left; reaching 4 pays 1 and ends the episode; batched over `num_envs`."""
+
+    def __init__(self, num_envs: int = 1, device="cpu"):
+        super().__init__(batch_size=torch.Size([num_envs]) if num_envs else (), device=device)
+        b = self.batch_size
+        self.observation_spec = Composite(observation=Unbounded((*b, 5)), shape=b)
+        self.action_spec = Categorical(2, shape=b)
+        self.reward_spec = Unbounded((*b, 1))
+        self.position = torch.zeros(b, dtype=torch.long)
+
+    def _reset(self, td=None):
+        reset = torch.ones(self.batch_size, dtype=torch.bool)
+        if td is not None and "_reset" in td.keys():
+            reset = td["_reset"].reshape(self.batch_size)
+        self.position = torch.where(reset, 0, self.position)
+        return self._out(torch.zeros((*self.batch_size, 1), dtype=torch.bool))
+
+    def _out(self, done):
+        obs = torch.nn.functional.one_hot(self.position, 5).float()
+        return TensorDict(
+            {"observation": obs, "done": done, "terminated": done.clone()},
+            batch_size=self.batch_size,
+        )
+
+    def _step(self, td):
+        move = torch.where(td["action"].reshape(self.batch_size) == 1, 1, -1)
+        self.position = (self.position + move).clamp(0, 4)
+        done = (self.position == 4).unsqueeze(-1)
+        out = self._out(done)
+        out["reward"] = done.float()
+        return out
+
+    def _set_seed(self, seed):
+        return seed
+
+
+def make_chain(num_envs: int = 1):
+    return ChainEnv(num_envs)
+
+
+def make_one_chain():
+    return ChainEnv(0)
+
+
+def make_cartpole(num_envs, device, seed):
+    return CartPoleEnv(num_envs, device, seed)
+
+
+def make_nothing():
+    return "not an env"
+
+
+def custom(target, n=4, **extra):
+    return make_env({"name": "custom", "_target_": target, "num_envs": n, **extra})
+
+
+def test_a_batched_foreign_env_is_adapted_and_handed_its_count():
+    env = custom(f"{__name__}.make_chain", n=4)
+    assert isinstance(env, ForeignEnv) and env.batch_size == (4,)
+    assert env.max_episode_steps == 1000  # the default cap; env.max_episode_steps sets it
+    assert custom(f"{__name__}.make_chain", max_episode_steps=20).max_episode_steps == 20
+
+
+def test_an_unbatched_factory_is_copied_num_envs_times():
+    env = custom(f"{__name__}.make_one_chain", n=3)
+    assert isinstance(env.base_env, SerialEnv) and env.batch_size == (3,)
+    assert env.rollout(3).batch_size == (3, 3)
+
+
+def test_a_native_env_of_ones_own_is_used_as_it_is():
+    env = custom(f"{__name__}.make_cartpole", n=5)
+    assert type(env) is CartPoleEnv and env.num_envs == 5
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("no_such_package.make", "cannot be imported"),
+        (f"{__name__}.no_such_factory", "cannot be imported"),
+        (f"{__name__}.make_nothing", "not a TorchRL EnvBase"),
+    ],
+)
+def test_a_bad_target_is_one_line(target, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        custom(target)
+    assert "\n" not in str(err.value)
+
+
+def test_a_missing_target_names_the_fix(tmp_path):
+    cfg = load_config(["env=custom", "logger=none"])
+    with pytest.raises(ConfigError, match="env._target_="):
+        build(cfg, tmp_path)
+
+
+def test_a_foreign_env_trains_by_target(tmp_path):
+    cfg = load_config(
+        [
+            "env=custom",
+            f"env._target_={__name__}.make_chain",
+            "env.max_episode_steps=20",
+            "agent=dqn",
+            "agent.hidden=[16]",
+            "trainer.total_frames=256",
+            "trainer.init_random_frames=64",
+            "trainer.batch_size=16",
+            "trainer.eval_interval=128",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    trainer = build(cfg, tmp_path)
+    summary = trainer.train()
+    assert summary["frames"] == 256 and trainer.progress.update_count > 0
+    assert len(summary["eval_history"]) == 2  # evaluated on the foreign env's copies
