@@ -10,6 +10,7 @@ from torchrl.envs import EnvBase, SerialEnv
 
 from gpurl.envs import make_env
 from gpurl.envs.cartpole import CartPoleEnv
+from gpurl.envs.pixels import PixelsEnv
 from gpurl.envs.foreign import ForeignEnv
 from gpurl.errors import ConfigError
 from gpurl.train import build, load_config
@@ -131,3 +132,52 @@ def test_a_foreign_env_trains_by_target(tmp_path):
     summary = trainer.train()
     assert summary["frames"] == 256 and trainer.progress.update_count > 0
     assert len(summary["eval_history"]) == 2  # evaluated on the foreign env's copies
+
+
+def test_the_lean_adapter_follows_the_native_lean_path():
+    """The generic adapter (TorchRL's step_and_maybe_reset) on a native env gives the
+    trajectories of its own lean path: same actions, same next observations, rewards,
+    flags and observations after the autoreset. Pixel worlds restart from a fixed state
+    (no random draw at a reset), so the two draw alike however often they reset."""
+    kw = dict(num_envs=3, seed=2, map_height=6, map_width=6, max_steps=6)
+    native = PixelsEnv(**kw)
+    adapted = ForeignEnv(PixelsEnv(**kw), max_episode_steps=6, collector="lean")
+    assert adapted.lean_path
+    obs_n, obs_a = native.lean_reset(), adapted.lean_reset()
+    gen = torch.Generator().manual_seed(0)
+    ended = 0
+    for _ in range(20):
+        assert torch.equal(obs_n["pixels"], obs_a["pixels"])
+        action = torch.randint(0, 8, (3,), generator=gen)
+        (nxt_n, obs_n), (nxt_a, obs_a) = native.lean_step(action), adapted.lean_step(action)
+        for key in ("pixels", "reward", "done", "terminated", "truncated"):
+            assert torch.equal(nxt_n[key], nxt_a[key]), key
+        ended += int(nxt_n["done"].sum())
+    assert ended >= 6  # the comparison crossed resets
+
+
+def test_the_collector_follows_env_collector(tmp_path):
+    """auto: on the CPU the lean adapter (a host read of host data syncs nothing);
+    torchrl: TorchRL's Collector; anything else is one line."""
+    from gpurl.trainers.collector import LeanCollector, TorchRLCollector
+
+    def trainer(collector):
+        cfg = load_config(
+            ["env=gym", "env.num_envs=2", "env.eval_envs=1", f"env.collector={collector}"]
+            + ["agent.hidden=[8]", "logger=none", "trainer.progress=false"]
+        )
+        return build(cfg, tmp_path / collector)
+
+    assert type(trainer("auto").collector) is LeanCollector
+    assert type(trainer("lean").collector) is LeanCollector
+    assert type(trainer("torchrl").collector) is TorchRLCollector
+    with pytest.raises(ConfigError, match="env.collector must be one of") as err:
+        trainer("bogus")
+    assert "\n" not in str(err.value)
+
+
+def test_the_probe_counts_the_host_reads_of_a_foreign_step():
+    """A Gymnasium vector env's step_and_maybe_reset reads the host (TorchRL checks
+    whether any env is done): on a device, auto would leave it to TorchRL's Collector."""
+    env = make_env({"name": "gym", "id": "CartPole-v1", "num_envs": 2})
+    assert env._probe_host_reads() > 0

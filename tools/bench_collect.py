@@ -7,9 +7,15 @@ the env's lean path; TorchRL's Collector drives EnvBase.step / step_and_maybe_re
 compile.policy and compile.env (compile=full's collection path); `ratio` and
 `ratio_compiled` divide them by TorchRL's frames/s.
 The two sides are timed alternately, `--repeats` times each, and the best round of each
-is kept (the least disturbed by other processes). One JSON record per num_envs:
+is kept (the least disturbed by other processes). With `--env gym:ID` the env is a
+Gymnasium task through TorchRL (a foreign env): `gpurl_fps` is then its lean path
+(envs/foreign.ForeignEnv's adapter over step_and_maybe_reset, what env.collector=lean
+and, on the CPU, auto run) against the same env under TorchRL's Collector (what
+env.collector=torchrl runs), and there is no compiled side. One JSON record per
+num_envs:
 
     python tools/bench_collect.py                       # num_envs 1, 64, 1024 on CPU
+    python tools/bench_collect.py --env gym:CartPole-v1 --num-envs 8 64
     python tools/bench_collect.py --device cuda --num-envs 1024 16384
     python tools/bench_collect.py --min-ratio 3 --at 64  # exit 1 if gpurl < 3x TorchRL at 64
 """
@@ -60,8 +66,16 @@ def time_batches(next_batch, batches: int, device) -> float:
     return time.perf_counter() - start
 
 
+def env_config(env_name: str) -> dict:
+    """A native env's name, or gym:ID for a Gymnasium task on its lean path."""
+    if env_name.startswith("gym:"):
+        return {"name": "gym", "id": env_name[4:], "collector": "lean"}
+    return {"name": env_name}
+
+
 def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, device):
-    env = make_env({"name": env_name}, device=device, num_envs=num_envs)
+    foreign = env_name.startswith("gym:")
+    env = make_env(env_config(env_name), device=device, num_envs=num_envs)
     info, progress = env_info(env), Progress(device)
     policy = make_policy(info, progress)
     frames_per_batch = num_envs * steps
@@ -69,21 +83,25 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
     lean = LeanCollector(env, policy, info, frames_per_batch, progress, next_obs=True)
     # compile=full's collection path: the env's lean step and the acting policy compiled
     spec = CompileSpec(policy=True, env=True)
-    cenv = make_env({"name": env_name}, device=device, num_envs=num_envs)
-    cprogress = Progress(device)
-    cpolicy = make_policy(env_info(cenv), cprogress)
-    compiled = LeanCollector(
-        cenv,
-        cpolicy,
-        info,
-        frames_per_batch,
-        cprogress,
-        next_obs=True,
-        step=env_step(cenv, spec),
-        act=compile_policy(cpolicy, spec),
-    )
+    compiled = None
+    if not foreign:  # a foreign env has no pure step to compile
+        cenv = make_env(env_config(env_name), device=device, num_envs=num_envs)
+        cprogress = Progress(device)
+        cpolicy = make_policy(env_info(cenv), cprogress)
+        compiled = LeanCollector(
+            cenv,
+            cpolicy,
+            info,
+            frames_per_batch,
+            cprogress,
+            next_obs=True,
+            step=env_step(cenv, spec),
+            act=compile_policy(cpolicy, spec),
+        )
+    # a foreign env's lean adapter keeps its own observation: the stock side gets a copy
+    stock_env = make_env(env_config(env_name), device=device, num_envs=num_envs) if foreign else env
     stock = Collector(
-        env,
+        stock_env,
         policy,
         frames_per_batch=frames_per_batch,
         total_frames=-1,
@@ -91,16 +109,19 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
         auto_register_policy_transforms=False,
     )
     stock_iter = iter(stock)
-    lean.rollout(), next(stock_iter), compiled.rollout()  # warm-up: allocations, compiling
+    lean.rollout(), next(stock_iter)  # warm-up: allocations
+    if compiled is not None:
+        compiled.rollout()  # compiles
     best_lean = best_stock = best_compiled = float("inf")
     for _ in range(repeats):
         best_lean = min(best_lean, time_batches(lean.rollout, batches, device))
         best_stock = min(best_stock, time_batches(lambda: next(stock_iter), batches, device))
-        best_compiled = min(best_compiled, time_batches(compiled.rollout, batches, device))
+        if compiled is not None:
+            best_compiled = min(best_compiled, time_batches(compiled.rollout, batches, device))
     stock.shutdown()
     frames = frames_per_batch * batches
     gpurl_fps, torchrl_fps = frames / best_lean, frames / best_stock
-    compiled_fps = frames / best_compiled
+    compiled_fps = frames / best_compiled if compiled is not None else None
     return {
         "tool": "bench_collect",
         "env": env_name,
@@ -111,8 +132,8 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
         "gpurl_fps": round(gpurl_fps, 1),
         "torchrl_fps": round(torchrl_fps, 1),
         "ratio": round(gpurl_fps / torchrl_fps, 2),
-        "gpurl_compiled_fps": round(compiled_fps, 1),
-        "ratio_compiled": round(compiled_fps / torchrl_fps, 2),
+        "gpurl_compiled_fps": round(compiled_fps, 1) if compiled_fps else None,
+        "ratio_compiled": round(compiled_fps / torchrl_fps, 2) if compiled_fps else None,
         "commit": gpurl_commit(),
         **environment_record(device),
     }
@@ -120,7 +141,9 @@ def bench(env_name: str, num_envs: int, steps: int, batches: int, repeats: int, 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--env", default="cartpole", help="a native env name (default cartpole)")
+    p.add_argument(
+        "--env", default="cartpole", help="a native env name (default cartpole), or gym:ID"
+    )
     p.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 1024])
     p.add_argument("--steps", type=int, default=32, help="env steps per collected batch")
     p.add_argument("--batches", type=int, default=10, help="batches per timed round")

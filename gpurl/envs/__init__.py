@@ -28,7 +28,15 @@ NATIVE_ENVS: dict[str, type[NativeEnv]] = {
 }
 
 # Keys of an env config that the factory consumes itself.
-_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "id", "validate_actions", "_target_"}
+_FACTORY_KEYS = {
+    "name",
+    "num_envs",
+    "eval_envs",
+    "id",
+    "validate_actions",
+    "collector",
+    "_target_",
+}
 TARGET = "_target_"
 
 
@@ -58,13 +66,17 @@ def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None
             )
         options = env_kwargs(env_cfg)
         steps = options.pop("max_episode_steps", None)
-        env = make_target_env(env_cfg[TARGET], options, n, device, seed, steps)
+        collector = env_cfg.get("collector", "auto")
+        env = make_target_env(env_cfg[TARGET], options, n, device, seed, steps, collector)
         env.validate_actions = bool(env_cfg.get("validate_actions", False))
         return env
     if name == "gym":
         from gpurl.envs.gym import make_gym_env
 
-        return make_gym_env(env_cfg["id"], num_envs=n, device=device, seed=seed)
+        collector = env_cfg.get("collector", "auto")
+        env = make_gym_env(env_cfg["id"], num_envs=n, device=device, seed=seed, collector=collector)
+        env.validate_actions = bool(env_cfg.get("validate_actions", False))
+        return env
     if name not in NATIVE_ENVS:
         known = ", ".join(sorted([*NATIVE_ENVS, "gym"]))
         raise ConfigError(f"unknown env '{name}': choose one of {known}")

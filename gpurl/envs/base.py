@@ -123,6 +123,7 @@ class NativeEnv(EnvHooks, EnvBase):
     #: the env's state: a NamedTuple of tensors (nested NamedTuples of tensors allowed),
     #: everything a step reads and writes; set by the family's constructor
     env_state: tuple
+    lean_path = True  # gpurl's collector steps it through lean_step
     #: benchmark knob (tools/bench_env.py --force-resets): when True, every step ends every
     #: episode (reported as truncated, root and group), so every step runs the reset path
     force_reset: bool = False

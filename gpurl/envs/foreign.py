@@ -10,6 +10,12 @@ their defaults:
                           reset and stepped on: a vector env may not be stepped past
                           its end)
     validate_actions      checked at every step of the TorchRL face, as native envs do
+    lean_path             gpurl's LeanCollector steps it through lean_reset / lean_step,
+                          one generic adapter over TorchRL's step_and_maybe_reset, where
+                          that costs no device sync: on the CPU (a host read of host data
+                          syncs nothing), and on other devices when a probe of two steps
+                          counts no host reads; otherwise TorchRL's Collector runs it.
+                          `collector` ("auto", "lean", "torchrl": env.collector) decides
 
 `make_target_env` builds one from a config's `_target_`, a callable that returns a
 TorchRL EnvBase (env._target_=my_package.make_env): it hands the callable `num_envs`,
@@ -33,6 +39,8 @@ from torchrl.envs import DeviceCastTransform, EnvBase, SerialEnv, Transform, Tra
 from gpurl.envs.hooks import EnvHooks
 from gpurl.errors import ConfigError
 
+COLLECTORS = ("auto", "lean", "torchrl")
+
 
 def first_episode_returns(rollout: TensorDict) -> torch.Tensor:
     """Sum of rewards up to and including each env's first done, for a rollout [N, T]."""
@@ -50,9 +58,57 @@ class ForeignEnv(EnvHooks, TransformedEnv):
         env: EnvBase,
         transform: Transform | None = None,
         max_episode_steps: int = 1000,
+        collector: str = "auto",
     ):
         super().__init__(env, transform)
         self.max_episode_steps = int(max_episode_steps)
+        self._obs: TensorDictBase | None = None  # the lean path's observation to act on
+        self.lean_path = self._choose_path(collector)
+
+    def _choose_path(self, collector: str) -> bool:
+        if collector not in COLLECTORS:
+            raise ConfigError(
+                f"env.collector must be one of {', '.join(COLLECTORS)}, got {collector!r}"
+            )
+        if collector != "auto":
+            return collector == "lean"
+        if self.device is None or torch.device(self.device).type == "cpu":
+            return True
+        return self._probe_host_reads() == 0
+
+    def _probe_host_reads(self) -> int:
+        """Host reads of a lean step with a random action, after one to warm up (then
+        the envs start afresh)."""
+        from gpurl.utils.host_reads import count_host_reads
+
+        action = self.full_action_spec[self.action_key]
+        self.lean_reset()
+        self.lean_step(action.rand())  # warm-up: first calls may allocate and check
+        with count_host_reads() as reads:
+            self.lean_step(action.rand())
+        self._obs = None
+        return reads.count
+
+    # -- the lean path -----------------------------------------------------------------------
+    def lean_reset(self) -> TensorDictBase:
+        """Reset every env; return the observation to act on."""
+        self._obs = self.reset()
+        return self._obs
+
+    def lean_step(self, action: torch.Tensor) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step with `action`, then reset the envs that are done (TorchRL's
+        step_and_maybe_reset): (next, obs) as NativeEnv.lean_step returns them, with a
+        "truncated" flag of zeros where the env has none. The adapter keeps the
+        observation it last returned: the collector's policy writes into that same
+        TensorDict. After a resume (a foreign env's state is not saved) it restarts."""
+        if self._obs is None:
+            self._obs = self.reset()
+        td = self._obs.set(self.action_key, action)
+        td, self._obs = self.step_and_maybe_reset(td)
+        nxt = td.get("next")
+        if "truncated" not in nxt.keys():
+            nxt.set("truncated", torch.zeros_like(nxt.get("done")))
+        return nxt, self._obs
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         if self.validate_actions:  # a Python flag: the check's host read only when asked
@@ -67,14 +123,16 @@ class ForeignEnv(EnvHooks, TransformedEnv):
         return {"return": first_episode_returns(rollout).mean().item()}
 
 
-def as_gpurl_env(env: EnvBase, max_episode_steps: int | None = None) -> EnvHooks:
+def as_gpurl_env(
+    env: EnvBase, max_episode_steps: int | None = None, collector: str = "auto"
+) -> EnvHooks:
     """`env` itself if it already carries gpurl's hooks, else wrapped in a ForeignEnv.
     The episode cap is `max_episode_steps`, else the env's own attribute of that name
     (Gymnasium's registry value, say), else 1000."""
     if isinstance(env, EnvHooks):
         return env
     steps = max_episode_steps or getattr(env, "max_episode_steps", None) or 1000
-    return ForeignEnv(env, max_episode_steps=int(steps))
+    return ForeignEnv(env, max_episode_steps=int(steps), collector=collector)
 
 
 # What make_target_env hands a factory, where its signature takes it.
@@ -98,7 +156,13 @@ def resolve_target(target, what: str) -> Callable:
 
 
 def make_target_env(
-    target, options: dict, num_envs: int, device, seed: int, max_episode_steps: int | None = None
+    target,
+    options: dict,
+    num_envs: int,
+    device,
+    seed: int,
+    max_episode_steps: int | None = None,
+    collector: str = "auto",
 ) -> EnvHooks:
     """The env a `_target_` factory builds, as a gpurl env with `num_envs` envs on `device`:
     a NativeEnv subclass of the user's own as it is, any other EnvBase in a ForeignEnv.
@@ -147,4 +211,4 @@ def make_target_env(
     moved = env.device is not None and torch.device(env.device) != run_device
     cast = DeviceCastTransform(run_device, env.device) if moved else None
     steps = max_episode_steps or getattr(env, "max_episode_steps", None) or 1000
-    return ForeignEnv(env, cast, max_episode_steps=int(steps))
+    return ForeignEnv(env, cast, max_episode_steps=int(steps), collector=collector)

@@ -27,7 +27,9 @@ class CPUGymWrapper(GymWrapper):
         return super()._reset(tensordict, **kwargs)
 
 
-def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0) -> ForeignEnv:
+def make_gym_env(
+    env_id: str, num_envs: int = 1, device="cpu", seed: int = 0, collector: str = "auto"
+) -> ForeignEnv:
     try:
         import gymnasium as gym
     except ImportError as err:
@@ -50,4 +52,5 @@ def make_gym_env(env_id: str, num_envs: int = 1, device="cpu", seed: int = 0) ->
     # The simulator is on the CPU: the env stays there and, on another device, a
     # transform moves observations and rewards to the device and actions back.
     cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
-    return ForeignEnv(env, cast, max_episode_steps=gym.spec(env_id).max_episode_steps or 1000)
+    steps = gym.spec(env_id).max_episode_steps or 1000
+    return ForeignEnv(env, cast, max_episode_steps=steps, collector=collector)

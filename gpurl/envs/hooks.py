@@ -15,6 +15,8 @@ directly and never probe an env for what it might have.
                                   envs are built with held_out=True
     validate_actions              make_env sets it from env.validate_actions; when True
                                   every step checks the action (check_action)
+    lean_path                     the collector: gpurl's LeanCollector (lean_reset /
+                                  lean_step) when True, TorchRL's Collector otherwise
     evaluation_protocol(policy)   the trainer, at each evaluation, inside a greedy
                                   no-grad context (trainers/evaluation.py)
     check_evaluation()            build(), once, on the evaluation env
@@ -52,6 +54,9 @@ class EnvHooks:
     has_held_out: bool = False
     #: check every action against the action spec (a host read per step; off by default)
     validate_actions: bool = False
+    #: collect with gpurl's LeanCollector through lean_reset / lean_step (native envs; a
+    #: foreign env where its adapter allows: envs/foreign.py); else TorchRL's Collector
+    lean_path: bool = False
 
     def evaluation_protocol(self, policy) -> dict[str, float]:
         """Play `policy` (the caller makes it greedy) and return host floats: "return"

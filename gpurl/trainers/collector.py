@@ -1,8 +1,10 @@
 """Collection: a preallocated time-major buffer [T, num_envs], filled in place.
 
-Native gpurl envs get the LeanCollector: a time loop over the env's lean path and the
-policy (a TensorDict module), with autoreset under masks inside the env, no spec checks
-and no host reads. It stores only the keys the policy and the env declare:
+Envs with a lean path (env.lean_path: native envs, and foreign envs through their
+adapter, envs/foreign.py) get the LeanCollector: a time loop over the env's lean path
+and the policy (a TensorDict module), with autoreset under masks inside the env, no
+spec checks and, for native envs, no host reads. It stores only the keys the policy and
+the env declare:
 
     the policy's inputs (observation entries, masks) and outputs (action, log-prob,
     value), the validity mask of a group slot, and under "next" the reward /
@@ -16,9 +18,9 @@ env state after the rollout stays in `obs`, the observation to act on next (on-p
 agents bootstrap from it). The collector advances the progress record's frame and
 episode counters as it steps, on the device.
 
-Anything else (Gymnasium tasks through TorchRL) gets TorchRL's stock Collector, its
-batches transposed to the same time-major layout. tools/bench_collect.py measures the
-difference.
+Anything else (a foreign env on a device whose step_and_maybe_reset reads the host, or
+env.collector=torchrl) gets TorchRL's stock Collector, its batches transposed to the
+same time-major layout. tools/bench_collect.py measures the difference.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.core.private import foreach_copy_
 from gpurl.core.progress import Progress
-from gpurl.envs.base import NativeEnv
+from gpurl.envs.hooks import EnvHooks
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 
@@ -59,7 +61,7 @@ def frames_per_batch_steps(frames_per_batch: int, num_envs: int) -> int:
 class LeanCollector:
     def __init__(
         self,
-        env: NativeEnv,
+        env: EnvHooks,
         policy,
         info: EnvInfo,
         frames_per_batch: int,
@@ -73,7 +75,8 @@ class LeanCollector:
         # compile.policy: trainers/compile.py); `policy` declares the keys and hooks
         self.step = step if step is not None else env.lean_step
         self.act = act if act is not None else policy
-        self.steps = frames_per_batch_steps(frames_per_batch, env.num_envs)
+        self.num_envs = env.batch_size.numel()  # 1 for an unbatched foreign env
+        self.steps = frames_per_batch_steps(frames_per_batch, self.num_envs)
         self.frames_per_batch = frames_per_batch
         self.keys, self.next_keys = collected_keys(info, policy, next_obs)
         self.obs: TensorDict | None = None
@@ -115,7 +118,7 @@ class LeanCollector:
                 src = [td.get(k) for k in keys] + [nxt.get(k) for k in next_keys]
                 foreach_copy_(self._views[t], src)
                 done = nxt.get("done").reshape(env.batch_size)
-                progress.add_frames(env.num_envs)
+                progress.add_frames(self.num_envs)
                 progress.add_episodes(done.sum())
                 if policy.stateful:
                     policy.episode_end(done)
@@ -190,5 +193,5 @@ def make_collector(
 ):
     """The lean collector for native envs, TorchRL's for others; `step` and `act` are the
     compiled env step and acting policy, when compiled (trainers/compile.py)."""
-    cls = LeanCollector if isinstance(env, NativeEnv) else TorchRLCollector
+    cls = LeanCollector if env.lean_path else TorchRLCollector
     return cls(env, policy, info, frames_per_batch, progress, next_obs, step, act)

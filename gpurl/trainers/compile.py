@@ -14,7 +14,6 @@ from __future__ import annotations
 from torch.func import functional_call
 
 from gpurl.core.compile import CompileSpec, compile_flat
-from gpurl.envs.base import NativeEnv
 from gpurl.errors import ConfigError
 from gpurl.policies.wrapper import ActingPolicy, PolicyWrapper
 
@@ -100,7 +99,7 @@ def env_step(env, spec: CompileSpec):
     """The lean step the collector calls: a native env's own, or compiled (compile.env);
     None for other envs (TorchRL's collector steps them)."""
     if not spec.env:
-        return env.lean_step if isinstance(env, NativeEnv) else None
+        return env.lean_step if env.lean_path else None
     from gpurl.envs.compile import compile_lean_step
 
     return compile_lean_step(env)
