@@ -10,8 +10,8 @@ from torchrl.envs import EnvBase, SerialEnv
 
 from gpurl.envs import make_env
 from gpurl.envs.cartpole import CartPoleEnv
-from gpurl.envs.pixels import PixelsEnv
 from gpurl.envs.foreign import ForeignEnv
+from gpurl.envs.pixels import PixelsEnv
 from gpurl.errors import ConfigError
 from gpurl.train import build, load_config
 
