@@ -12,6 +12,7 @@ targets are those returns. Greedy from scratch the policy goes left (ties pick a
 from pathlib import Path
 from typing import NamedTuple
 
+import pytest
 import torch
 from tensordict import TensorDict
 from torchrl.data import Categorical, Unbounded
@@ -21,6 +22,7 @@ from gpurl.agents.base import OnPolicyAgent, clip_and_step
 from gpurl.core.compile import EAGER
 from gpurl.envs import NATIVE_ENVS
 from gpurl.envs.base import NativeEnv, StepResult
+from gpurl.errors import ConfigError
 from gpurl.policies import CategoricalActor, PolicyWrapper, make_encoder
 from gpurl.train import build, load_config
 
@@ -157,3 +159,75 @@ def test_a_new_env_and_agent_take_a_module_a_config_and_a_line_each(tmp_path, mo
     summary = trainer.train()
     assert summary["eval_return"] == 1.0  # greedy after training: right, to the end
     assert summary["frames"] == 3840
+
+
+def test_the_same_env_and_agent_by_target_need_no_registration(tmp_path):
+    """`_target_` names the classes directly: no registration line, no config file."""
+    cfg = load_config(
+        [
+            "env=custom",
+            f"env._target_={__name__}.CorridorEnv",
+            "+env.length=4",
+            "env.num_envs=16",
+            "env.eval_envs=2",
+            "agent=custom",
+            f"agent._target_={__name__}.ReinforceAgent",
+            *[f"+agent.{line.replace(': ', '=')}" for line in AGENT_CONFIG.splitlines()[1:]],
+            "trainer.rollout_steps=12",
+            "trainer.total_frames=3840",
+            "trainer.eval_interval=3840",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    assert "corridor" not in NATIVE_ENVS and "reinforce" not in AGENTS
+    trainer = build(cfg, tmp_path / "run")
+    assert isinstance(trainer.env, CorridorEnv) and isinstance(trainer.agent, ReinforceAgent)
+    assert trainer.train()["eval_return"] == 1.0
+
+
+class TinyEncoder(torch.nn.Module):
+    """An encoder of one's own: the observation through one linear layer."""
+
+    def __init__(self, info, width: int = 8):
+        super().__init__()
+        (key,) = info.obs_keys
+        self.key, self.out_features = key, width
+        self.linear = torch.nn.Linear(info.obs_shapes[key][-1], width)
+
+    def forward(self, td):
+        return torch.relu(self.linear(td.get(self.key)))
+
+
+def not_a_module(info):
+    return "features"
+
+
+def no_width(info):
+    return torch.nn.Identity()
+
+
+def test_an_encoder_by_target_is_handed_the_spec(tmp_path):
+    overrides = ["env=cartpole", "env.eval_envs=1", "agent=dqn", "agent.hidden=[16]"]
+    overrides += ["logger=none", "trainer.batch_size=8", "trainer.init_random_frames=16"]
+    target = [f"+agent.encoder._target_={__name__}.TinyEncoder", "+agent.encoder.width=6"]
+    trainer = build(load_config([*overrides, *target]), tmp_path / "ok")
+    assert isinstance(trainer.agent.q.encoder, TinyEncoder)
+    assert trainer.agent.q.encoder.out_features == 6  # its own keys reach it...
+    for _ in range(4):  # ...and the agent's other encoder keys (embed...) do not
+        trainer.iteration()
+    assert trainer.progress.update_count > 0
+    for name, message in (("not_a_module", "not an nn.Module"), ("no_width", "out_features")):
+        cfg = load_config([*overrides, f"+agent.encoder._target_={__name__}.{name}"])
+        with pytest.raises(ConfigError, match=message) as err:
+            build(cfg, tmp_path / name)
+        assert "\n" not in str(err.value)
+
+
+def test_an_agent_target_must_be_an_agent_class(tmp_path):
+    cfg = load_config(["agent=custom", f"agent._target_={__name__}.TinyEncoder", "logger=none"])
+    with pytest.raises(ConfigError, match="not an OffPolicyAgent or OnPolicyAgent") as err:
+        build(cfg, tmp_path)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="agent._target_="):
+        build(load_config(["agent=custom", "logger=none"]), tmp_path / "missing")

@@ -1,4 +1,7 @@
-"""Agents by name. Each builds its policy, losses and optimisers from an EnvInfo."""
+"""Agents by name, or by `_target_`. Each builds its policy, losses and optimisers from an
+EnvInfo. `agent._target_=my_package.MyAgent` names an OffPolicyAgent or OnPolicyAgent
+subclass of one's own (it may subclass a gpurl agent: `agent=ppo
++agent._target_=my_package.MyPPO` keeps PPO's keys); the config's keys are its cfg."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from gpurl.agents.sac import SACAgent
 from gpurl.agents.td3 import TD3Agent
 from gpurl.core.compile import EAGER, CompileSpec
 from gpurl.core.progress import Progress
+from gpurl.core.targets import TARGET, resolve_target
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 
@@ -35,7 +39,7 @@ AGENTS: dict[str, type[Agent]] = {
     "hrl_dqn": HRLDQNAgent,
 }
 
-__all__ = ["AGENTS", "Agent", "OffPolicyAgent", "OnPolicyAgent", "make_agent"]
+__all__ = ["AGENTS", "Agent", "OffPolicyAgent", "OnPolicyAgent", "agent_class", "make_agent"]
 
 
 def make_agent(
@@ -48,10 +52,8 @@ def make_agent(
     """The agent an agent config names, built for `info`. `random_frames` (the trainer's
     init_random_frames) reaches off-policy agents' exploration; on-policy agents have
     no random warm-up."""
+    cls = agent_class(agent_cfg)
     name = agent_cfg["name"]
-    if name not in AGENTS:
-        raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
-    cls = AGENTS[name]
     if isinstance(info.action_spec, MultiCategorical) and not cls.multi_part_actions:
         raise ConfigError(
             f"agent={name} cannot act in this env: its action is a multi-part discrete "
@@ -61,3 +63,27 @@ def make_agent(
     if issubclass(cls, OffPolicyAgent):
         return cls(agent_cfg, info, progress, random_frames=random_frames, compile=compile)
     return cls(agent_cfg, info, progress, compile=compile)
+
+
+def agent_class(agent_cfg) -> type[Agent]:
+    """The class an agent config names: its `_target_`, else its registered `name`."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if TARGET in agent_cfg.keys():  # keys(): a DictConfig leaves "???" out of `in`
+        if isinstance(agent_cfg, DictConfig) and OmegaConf.is_missing(agent_cfg, TARGET):
+            raise ConfigError(
+                "agent=custom needs the agent's class: add agent._target_=my_package.MyAgent "
+                "(an OffPolicyAgent or OnPolicyAgent subclass)"
+            )
+        target = agent_cfg[TARGET]
+        cls = resolve_target(target, "agent")
+        if not (isinstance(cls, type) and issubclass(cls, OffPolicyAgent | OnPolicyAgent)):
+            raise ConfigError(
+                f"agent._target_={target} is not an OffPolicyAgent or OnPolicyAgent subclass "
+                f"(gpurl.agents): subclass one of them"
+            )
+        return cls
+    name = agent_cfg["name"]
+    if name not in AGENTS:
+        raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
+    return AGENTS[name]

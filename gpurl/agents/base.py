@@ -129,7 +129,7 @@ def is_every(progress: Progress, n: int) -> bool:
 class Agent:
     """The state and hooks both kinds of agent share (module docstring)."""
 
-    name: str
+    name: str = "agent"  # its registered name; the run's label comes from agent.name
     policy: ActingPolicy
     #: acts in a multi-part discrete action (packing's item, orientation and corner)
     multi_part_actions: bool = False

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import DeviceCastTransform, EnvBase, SerialEnv, Transform, TransformedEnv
 
+from gpurl.core.targets import resolve_target
 from gpurl.envs.hooks import EnvHooks
 from gpurl.errors import ConfigError
 
@@ -137,22 +137,6 @@ def as_gpurl_env(
 
 # What make_target_env hands a factory, where its signature takes it.
 _RUN_ARGS = ("num_envs", "device", "seed", "max_episode_steps")
-
-
-def resolve_target(target, what: str) -> Callable:
-    """The object a `_target_` names ("package.module.name"), or the callable itself."""
-    if callable(target):
-        return target
-    from hydra.utils import get_object
-
-    try:
-        return get_object(str(target))
-    except Exception as err:  # ImportError, AttributeError: one line either way
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConfigError(
-            f"{what}._target_={target} cannot be imported ({reason}): give a dotted path "
-            f"to a callable on the Python path (e.g. my_package.envs.make_env)"
-        ) from None
 
 
 def make_target_env(

@@ -15,6 +15,11 @@ concatenated:
   the spec's bounds (gpurl's 4-shade pixels are 0..3: divided by 3, never by a guessed
   255; an unbounded uint8 image is divided by 255);
 - anything else is flattened.
+
+An encoder of one's own comes by `agent.encoder._target_=my_package.make_encoder`: a
+factory handed the EnvInfo (`info=`) and the encoder config's other keys that its
+signature names, returning an nn.Module that maps the observation TensorDict to
+features [*batch, out_features] and has an int `out_features`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tensordict import TensorDictBase
 from torch import nn
 from torchrl.data import Bounded
 
+from gpurl.core.targets import TARGET, resolve_target
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 
@@ -222,10 +228,12 @@ def with_features(encoder: nn.Module | None, td: TensorDictBase) -> TensorDictBa
     return td.clone(recurse=False).set(FEATURES, encoder(td))
 
 
-def make_encoder(info: EnvInfo, cfg=None) -> SpecEncoder:
-    """The encoder an agent config asks for (`agent.encoder.embed`, `object_embed`,
-    `cnn_features`, `cnn`)."""
+def make_encoder(info: EnvInfo, cfg=None) -> nn.Module:
+    """The encoder an agent config asks for: gpurl's SpecEncoder (`agent.encoder.embed`,
+    `object_embed`, `cnn_features`, `cnn`), or one's own by `agent.encoder._target_`."""
     opts = dict(cfg or {})
+    if opts.get(TARGET) is not None:
+        return target_encoder(info, opts.pop(TARGET), opts)
     return SpecEncoder(
         info,
         embed=int(opts.get("embed", 0) or 0),
@@ -233,3 +241,36 @@ def make_encoder(info: EnvInfo, cfg=None) -> SpecEncoder:
         cnn_features=int(opts.get("cnn_features", 512) or 512),
         cnn=str(opts.get("cnn", "nature") or "nature"),
     )
+
+
+def target_encoder(info: EnvInfo, target, options: dict) -> nn.Module:
+    """An encoder from a `_target_` factory, handed `info` and the options its signature
+    names (an agent's config carries gpurl's own encoder keys, which it may not take)."""
+    import inspect
+
+    factory = resolve_target(target, "agent.encoder")
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in options.items() if takes_any or k in params}
+    try:
+        encoder = factory(info=info, **kwargs)
+    except TypeError as err:
+        raise ConfigError(f"bad option for agent.encoder._target_={target}: {err}") from None
+    if not isinstance(encoder, nn.Module):
+        raise ConfigError(
+            f"agent.encoder._target_={target} returned {type(encoder).__name__}, not an "
+            f"nn.Module: return a module mapping the observation TensorDict to features"
+        )
+    try:
+        width = encoder.out_features
+    except AttributeError:
+        width = None
+    if not isinstance(width, int) or width < 1:
+        raise ConfigError(
+            f"agent.encoder._target_={target} built {type(encoder).__name__} without an int "
+            f"out_features >= 1: set it to the width of the features it returns"
+        )
+    return encoder.to(info.device)
