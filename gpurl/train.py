@@ -189,10 +189,10 @@ def unknown_override(argv: list[str]) -> str | None:
     known = []
 
     def walk(node, prefix):
-        for k, v in node.items():
+        for k in node.keys():  # keys(): a "???" value (env._target_) is a key too
             known.append(prefix + k)
-            if isinstance(v, DictConfig):
-                walk(v, prefix + k + ".")
+            if not OmegaConf.is_missing(node, k) and isinstance(node[k], DictConfig):
+                walk(node[k], prefix + k + ".")
 
     walk(cfg, "")
     for key in keys:

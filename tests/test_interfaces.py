@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1] / "gpurl"
 
 # The layers, bottom up (docs/DEVELOPING.md): a package may import its own layer and
 # those below it, never one above.
-LAYERS = ["errors", "core", "utils", "envs", "policies", "agents", "trainers", "train"]
+LAYERS = ["errors", "core", "utils", "envs", "policies", "agents", "trainers", "train", "api"]
 # What each layer may import besides itself: core and errors are below everything.
 ALLOWED = {
     "errors": set(),
@@ -24,7 +24,8 @@ ALLOWED = {
     "policies": {"errors", "core", "utils", "envs"},
     "agents": {"errors", "core", "utils", "envs", "policies"},
     "trainers": {"errors", "core", "utils", "envs", "policies", "agents"},
-    "train": set(LAYERS) - {"train"},
+    "train": set(LAYERS) - {"train", "api"},
+    "api": set(LAYERS) - {"api"},
 }
 
 # The only files that may use getattr / hasattr / setattr, and why.
