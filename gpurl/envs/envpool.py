@@ -76,9 +76,11 @@ class EnvPoolAtari(EnvBase):
         num_threads: int = 0,
     ):
         envpool = import_envpool()
-        if game not in envpool.list_all_envs():
-            known = [g for g in envpool.list_all_envs() if g.endswith("-v5")]
-            close = difflib.get_close_matches(game, known, n=1)
+        from envpool.atari import AtariEnvSpec
+
+        ids = envpool.list_all_envs()
+        if game not in ids or not isinstance(envpool.make_spec(game), AtariEnvSpec):
+            close = difflib.get_close_matches(game, [g for g in ids if g.endswith("-v5")], n=1)
             hint = f"did you mean {close[0]}?" if close else "e.g. env.game=Breakout-v5"
             raise ConfigError(f"env.game={game} is not an envpool Atari game: {hint}")
         n = int(num_envs)

@@ -168,3 +168,12 @@ def test_missing_envpool_is_one_line(monkeypatch):
 def test_an_unknown_game_is_one_line(envpool):
     with pytest.raises(ConfigError, match="did you mean Breakout-v5"):
         atari("env.game=Breakuot-v5")
+    with pytest.raises(ConfigError, match="not an envpool Atari game"):
+        atari("env.game=CartPole-v1")  # an envpool task, not a game
+
+
+def test_close_releases_the_pool(envpool):
+    env = atari(n=1)
+    env.rollout(3)
+    env.close()
+    assert env.is_closed
