@@ -139,13 +139,16 @@ def main(argv=None) -> int:
         torch.manual_seed(seed)
         env = make_eval_env(cfg.env, device="cpu", seed=seed)
         policy = agent.policy if agent is not None else makers[name](env)
-        record = {"tool": "eval_vmas", "policy": name, "source": source, "seed": seed}
+        # "preset" as tools/random_return.py names it: tools/plot_curves.py --floors reads both
+        origin = {"run": source} if agent is not None else {"preset": source}
+        record = {"tool": "eval_vmas", "policy": name, **origin, "seed": seed}
         record["scenario"], record["eval_envs"] = str(cfg.env.scenario), int(cfg.env.eval_envs)
         record["continuous_actions"] = bool(cfg.env.continuous_actions)
         if name == "heuristic":
             record["gains"] = GAINS
         record |= play(env, policy, args.passes)
-        emit({**record, "overrides": overrides, "commit": gpurl_commit(), **environment_record("cpu")})
+        record |= {"overrides": overrides, "commit": gpurl_commit()}
+        emit(record | environment_record("cpu"))
     return 0
 
 

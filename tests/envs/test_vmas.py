@@ -173,10 +173,14 @@ def tiny_run(tmp_path, agent, continuous, extra=()):
 @requires_vmas
 @pytest.mark.parametrize("agent, continuous", [("dqn", False), ("sac", True)])
 def test_dqn_and_sac_train_a_few_iterations(tmp_path, agent, continuous):
+    from gpurl.trainers.collector import LeanCollector
+
     trainer = tiny_run(tmp_path, agent, continuous)
+    # on the CPU, gpurl's collector through ForeignEnv's adapter (env.collector=auto)
+    assert isinstance(trainer.collector, LeanCollector)
     summary = trainer.train()
-    # 40 steps of 4 envs (TorchRL's collector); utd 1 from the iteration that reaches
-    # frame 40: 31 iterations of 4 frames
+    # 40 steps of 4 envs; utd 1 from the iteration that reaches frame 40: 31 iterations
+    # of 4 frames
     assert summary["frames"] == 160 and trainer.progress.update_count == 31 * 4
     assert len(summary["eval_history"]) == 2
     # the replay holds one stream per (env, agent): 2 agents x 4 envs
