@@ -67,7 +67,8 @@ def test_curve_band_interpolates_onto_the_shared_span():
     band = curve_band([a, b, a, b], reps=100)
     assert band["frames"] == [0.0, 10.0, 20.0]
     assert band["iqm"] == pytest.approx([0.0, 10.0, 20.0])
-    assert all(lo <= m <= hi for lo, m, hi in zip(band["ci_low"], band["iqm"], band["ci_high"]))
+    bounds = zip(band["ci_low"], band["iqm"], band["ci_high"], strict=True)
+    assert all(lo <= m <= hi for lo, m, hi in bounds)
 
 
 def test_bad_tables_and_a_missing_extra(monkeypatch):
