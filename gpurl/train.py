@@ -218,10 +218,11 @@ def command_line_problem(argv: list[str]) -> str | None:
     def walk(node, prefix):
         for k, v in node.items():
             known.add(prefix + k)
-            if isinstance(v, DictConfig):
+            if isinstance(v, dict):
                 walk(v, prefix + k + ".")
 
-    walk(cfg, "")
+    # unresolved: a `???` still to be given (env=custom's _target_) is no error here
+    walk(OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False), "")
     for o in overrides:
         plain = not o.is_add() and not o.is_force_add() and not o.is_hydra_override()
         if plain and not is_choice(o) and o.key_or_group not in known:

@@ -23,7 +23,11 @@ def tiny(args: list[str], tmp_path: Path) -> list[str]:
     marine = any("marinenav" in a for a in args)
     on_policy_presets = ("experiment=ppo", "experiment=a2c", "experiment=pqn", "experiment=pixels")
     on_policy = any(a.startswith(on_policy_presets) for a in args)
-    budget = ["trainer.total_frames=" + ("512" if on_policy else "64")]
+    # at least one batch or rollout, which the schema asks of every budget: one step of
+    # every env off-policy; one rollout of the largest on-policy preset here (pqn_cartpole,
+    # pixels_ppo: 2,048 frames)
+    envs = [int(a.split("=")[1]) for a in args if a.startswith("env.num_envs=")]
+    budget = ["trainer.total_frames=" + ("2048" if on_policy else str(max([64, *envs])))]
     budget += [] if on_policy else ["trainer.init_random_frames=32", "trainer.batch_size=16"]
     budget += ["env.max_episode_steps=20"] if marine else ["env.eval_envs=2"]
     budget += ["trainer.progress=false"]
