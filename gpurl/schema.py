@@ -232,6 +232,9 @@ class Schema:
     open: ClassVar[bool] = False  # True: keys beyond the declared ones pass through
     complete: ClassVar[bool] = True  # True: every declared key must be present
     obs: ClassVar[str] = "any"  # envs: what they observe (vector, images, objects, maps)
+    # envs: env.num_envs is the env's batch (the budget checks need it; a factory of
+    # one's own may build a batch of another size)
+    batch_is_num_envs: ClassVar[bool] = True
 
 
 # -- top level ------------------------------------------------------------------------------
@@ -267,6 +270,7 @@ class Env(Schema):
 
     open: ClassVar[bool] = True
     complete: ClassVar[bool] = False
+    batch_is_num_envs: ClassVar[bool] = False
 
     name: str = name_key("env", "the env family (run directory label)")
     num_envs: int = num_envs_key(8)
@@ -286,6 +290,7 @@ class Custom(Schema):
     env is copied num_envs times (TorchRL's SerialEnv). See envs/foreign.py."""
 
     open: ClassVar[bool] = True
+    batch_is_num_envs: ClassVar[bool] = False
 
     _target_: str = key(MISSING, "dotted path to the factory")
     name: str = name_key("custom", "the run directory's label")
@@ -476,6 +481,105 @@ class MarineNav(Schema):
     )
 
 
+@dataclass
+class DMC(Schema):
+    """DeepMind Control Suite tasks from their state (gpurl/envs/dmc.py, docs/envs/dmc.md), e.g.
+      python -m gpurl.train env=dmc env.domain=walker env.task=stand agent=sac
+    Needs the dmc extra: pip install -e '.[dmc]' (dm_control, with mujoco<4)."""
+
+    obs: ClassVar[str] = "vector"
+
+    _target_: str = key("gpurl.envs.dmc.make_dmc_env", "the factory (gpurl/envs/dmc.py)")
+    name: str = name_key("dmc", "the run directory's label")
+    domain: str = key(
+        "cartpole", "a suite domain (dm_control.suite.ALL_TASKS lists domain, task pairs)"
+    )
+    task: str = key("swingup", "a task of the domain")
+    num_envs: int = key(1, "copies stepped one after another (TorchRL's SerialEnv)", ge=1)
+    eval_envs: int = key(5, "evaluation copies: each plays one greedy episode", ge=1)
+    frame_skip: int = key(
+        1,
+        "control steps per action (rewards summed); episodes last 1000 / frame_skip actions",
+        ge=1,
+    )
+    max_episode_steps: int | None = key(
+        None, "evaluation's cap on an episode; null: the task's own (1000 / frame_skip)", ge=1
+    )
+    validate_actions: bool = validate_actions_key()
+
+
+@dataclass
+class Envpool(Schema):
+    """Atari games through envpool (gpurl/envs/envpool.py, docs/envs/envpool.md), e.g.
+      python -m gpurl.train env=envpool env.game=Pong-v5 agent=ppo
+    Needs the envpool extra: pip install -e '.[envpool]'. The preprocessing is envpool's
+    (the standard Nature-DQN settings); observations are uint8 frames [4, 84, 84]."""
+
+    obs: ClassVar[str] = "images"
+
+    _target_: str = key(
+        "gpurl.envs.envpool.make_envpool_env", "the factory (gpurl/envs/envpool.py)"
+    )
+    name: str = name_key("envpool", "the run directory's label")
+    game: str = key("Breakout-v5", "an envpool Atari id (<Game>-v5)")
+    num_envs: int = key(8, "games stepped together (one envpool pool)", ge=1)
+    eval_envs: int = key(8, "evaluation games: each plays one full game per evaluation", ge=1)
+    max_episode_steps: int | None = key(
+        27000,
+        "agent steps a game may last (27,000 = 108,000 frames, the standard cap); null: 27000",
+        ge=1,
+    )
+    episodic_life: bool = key(
+        True, "a lost life ends an episode (the game goes on); evaluation scores full games"
+    )
+    reward_clip: bool = key(
+        True, "train on the sign of the reward; info/score keeps the game's own"
+    )
+    noop_max: int = key(30, "up to this many no-op actions at the start of a game", ge=0)
+    frame_skip: int = key(
+        4, "each action repeated frame_skip frames; the frame is the max of the last two", ge=1
+    )
+    stack_num: int = key(4, "frames stacked in an observation", ge=1)
+    img_size: int = key(84, "frames resized to img_size x img_size, grayscale", ge=1)
+    repeat_action_probability: float = key(
+        0.0,
+        "sticky actions (0.25 is Machado et al.'s; 0 is CleanRL's envpool runs)",
+        ge=0,
+        le=1,
+    )
+    use_fire_reset: bool = key(True, "press FIRE at the start of each life in games that need it")
+    full_action_space: bool = key(False, "false: the game's minimal action set")
+    num_threads: int = key(0, "envpool's threads; 0: one per core", ge=0)
+    validate_actions: bool = validate_actions_key()
+
+
+@dataclass
+class VMAS(Schema):
+    """A VMAS scenario (vectorized multi-agent simulator, pure torch, on the run's device):
+    every agent is one robot of gpurl's multi-robot agents (docs/envs/vmas.md). Needs the
+    vmas extra: pip install -e '.[vmas]'. Scenario options go in as env.<option>, e.g.
+      python -m gpurl.train env=vmas env.scenario=navigation +env.n_agents=3 agent=sac"""
+
+    open: ClassVar[bool] = True  # the scenario's own options (n_agents, shared_rew, ...)
+    obs: ClassVar[str] = "vector"
+
+    _target_: str = key("gpurl.envs.vmas.make_vmas_env", "the factory (gpurl/envs/vmas.py)")
+    name: str = name_key("vmas", "the run directory's label")
+    num_envs: int = key(32, "VMAS envs stepped as one batch", ge=1)
+    eval_envs: int = key(32, "evaluation copies (seed + 10,000), one greedy episode each", ge=1)
+    validate_actions: bool = validate_actions_key()
+    scenario: str = key(
+        "navigation", "any VMAS scenario whose agents share one observation and action shape"
+    )
+    max_episode_steps: int = key(
+        100, "episodes end truncated here (the replay bootstraps through it)", ge=1
+    )
+    continuous_actions: bool = key(
+        True, "false: VMAS's discrete actions (navigation: 9 moves) for DQN-like agents"
+    )
+    collector: str = collector_key()
+
+
 # Schemas by env.name (the key make_env dispatches on); YAML files by option name.
 ENVS: dict[str, type] = {
     "cartpole": CartPole,
@@ -486,6 +590,9 @@ ENVS: dict[str, type] = {
     "marinenav": MarineNav,
     "marinenav_continuous": MarineNav,
     "custom": Custom,
+    "dmc": DMC,
+    "envpool": Envpool,
+    "vmas": VMAS,
 }
 
 
@@ -1339,17 +1446,27 @@ def check_node(node: dict, schema, path: str, label: str, open_: bool = False) -
 
 
 def env_schema(env: dict):
-    """The schema of an env config: its family's; the open Env for a `_target_` config or
-    a family registered without a schema here."""
+    """The schema of an env config: its family's (a `_target_` config by its factory:
+    env=dmc relabelled by env.name is still dmc); env=custom's for another `_target_`;
+    the open Env for a factory of one's own under another name or a family registered
+    without a schema here."""
     if "_target_" in env:
+        for schema in ENVS.values():
+            if _declared_default(schema, "_target_") == env["_target_"]:
+                return schema
         return Custom if env.get("name") == "custom" else Env
     kind = env.get("name")
     if kind in ENVS:
         return ENVS[kind]
     if kind in NATIVE_ENVS:
         return Env
-    known = ", ".join(sorted({*NATIVE_ENVS, "gym", "custom"}))
+    known = ", ".join(sorted({*NATIVE_ENVS, *ENVS}))
     raise ConfigError(f"unknown env '{kind}' (env.name): choose one of {known}")
+
+
+def _declared_default(schema, name: str):
+    """The default a schema declares for a key, or None if it has no such key."""
+    return next((f.default for f in fields(schema) if f.name == name), None)
 
 
 def agent_kind(agent: dict):
@@ -1364,11 +1481,13 @@ def agent_kind(agent: dict):
 
 
 def agent_schema(agent: dict, cls):
-    """The schema of an agent config: its registered agent's (also for a `_target_`
-    subclass of that agent, which keeps its keys); otherwise the schema of its kind."""
-    kind = agent.get("name")
-    if kind in AGENTS_SCHEMA and issubclass(cls, AGENTS[kind]):
-        return AGENTS_SCHEMA[kind]
+    """The schema of an agent config: the nearest registered agent's among the class and
+    its bases (a `_target_` subclass of a gpurl agent keeps its keys, whatever its
+    name); otherwise the schema of its kind."""
+    registered = {c: k for k, c in AGENTS.items() if k in AGENTS_SCHEMA}
+    for base in cls.__mro__:
+        if base in registered:
+            return AGENTS_SCHEMA[registered[base]]
     if issubclass(cls, OnPolicyAgent):
         return OnPolicy
     if issubclass(cls, OffPolicyAgent):
@@ -1490,8 +1609,8 @@ def _check_together(data: dict, env_cls, agent_cls, device: torch.device) -> Non
     _check_agent_keys(agent)
     _check_network(agent, env_cls)
     # The budget and batch checks need the env's batch: env.num_envs is it for gpurl's own
-    # families; a `_target_` factory may build a batch of its own size.
-    if env_cls.open or not issubclass(agent_cls, OnPolicyAgent | OffPolicyAgent):
+    # families; a `_target_` factory of one's own may build a batch of its own size.
+    if not env_cls.batch_is_num_envs or not issubclass(agent_cls, OnPolicyAgent | OffPolicyAgent):
         return
     n = int(env["num_envs"])
     total = int(t["total_frames"])

@@ -21,6 +21,7 @@ import torch
 from omegaconf import OmegaConf
 
 from gpurl.agents import AGENTS
+from gpurl.agents.dqn import DQNAgent
 from gpurl.envs import NATIVE_ENVS
 from gpurl.errors import ConfigError
 from gpurl.schema import (
@@ -92,6 +93,15 @@ CASES = [
     ("type", ["env=marinenav", "env.curriculum=5"], "env.curriculum must be"),
     ("key", ["env=custom"], "env._target_ is not set"),
     ("range", ["env=gym", "env.collector=fast"], "env.collector=fast is unknown"),
+    (
+        "range",
+        ["env=envpool", "env.repeat_action_probability=1.5"],
+        "env.repeat_action_probability must be in [0, 1], got 1.5",
+    ),
+    ("type", ["env=dmc", "env.frame_skip=2.5"], "env.frame_skip must be an int >= 1, got 2.5"),
+    ("key", ["env=dmc", "+env.bogus=1"], "unknown config key 'env.bogus' for env=dmc"),
+    ("type", ["env=vmas", "env.continuous_actions=maybe"], "env.continuous_actions must be true"),
+    ("range", ["env=vmas", "env.max_episode_steps=0"], "env.max_episode_steps must be >= 1"),
     # agent
     ("range", ["agent.gamma=1.5"], "agent.gamma must be in [0, 1], got 1.5"),
     ("range", ["agent.gamma=-0.1"], "agent.gamma must be in [0, 1], got -0.1"),
@@ -149,6 +159,11 @@ CASES = [
         "trainer.rollout_steps = 1024 x 128 = 131072 frames",
     ),
     ("budget", ["agent=ppo", "trainer.total_frames=100"], "less than one rollout"),
+    (
+        "budget",
+        ["env=envpool", "agent=pqn", "trainer.total_frames=512"],
+        "env.num_envs x trainer.rollout_steps = 8 x 128 = 1024 frames",
+    ),
     ("budget", ["env.num_envs=64", "trainer.total_frames=32"], "less than one batch of 64"),
     ("key", ["trainer.total_frame=10"], "did you mean trainer.total_frames?"),
     # logger
@@ -390,6 +405,12 @@ def test_every_env_and_agent_pair_passes_or_is_refused_in_one_line():
         assert fragment in refused[pair]
 
 
+class RenamedDQN(DQNAgent):
+    """A subclass of a gpurl agent under a name of its own (as examples/soft_dqn.py)."""
+
+    name = "renamed_dqn"
+
+
 def test_open_configs_check_what_gpurl_reads_and_pass_the_rest():
     """A `_target_` env or agent: its own keys go to its factory or class unchecked;
     the keys gpurl reads are still checked."""
@@ -397,6 +418,18 @@ def test_open_configs_check_what_gpurl_reads_and_pass_the_rest():
     check_config(load_config(env))
     with pytest.raises(ConfigError, match="env.num_envs must be >= 1"):
         check_config(load_config([*env, "env.num_envs=0"]))
+    # under a name of its own (examples/: env.name=catch), likewise
+    check_config(load_config([*env, "env.name=catch"]))
+    with pytest.raises(ConfigError, match="env.eval_envs must be >= 1"):
+        check_config(load_config([*env, "env.name=catch", "env.eval_envs=0"]))
+    # a VMAS scenario's own options pass; env=vmas's keys are checked
+    vmas = ["env=vmas", "+env.n_agents=3", "+env.shared_rew=true", "+env.collisions=false"]
+    check_config(load_config(vmas))
+    with pytest.raises(ConfigError, match="env.scenario must be a str"):
+        check_config(load_config([*vmas, "env.scenario=7"]))
+    # env=dmc relabelled is still dmc (found by its factory): its keys are checked
+    with pytest.raises(ConfigError, match="env.frame_skip must be >= 1"):
+        check_config(load_config(["env=dmc", "env.name=walker", "env.frame_skip=0"]))
     # a subclass of a gpurl agent keeps its keys (checked) and adds its own (passed on)
     ppo = ["agent=ppo", "+agent._target_=gpurl.agents.ppo.PPOAgent", "+agent.my_coef=3"]
     check_config(load_config(ppo))
@@ -404,6 +437,16 @@ def test_open_configs_check_what_gpurl_reads_and_pass_the_rest():
         check_config(load_config([*ppo, "agent.gamma=7"]))
     with pytest.raises(ConfigError, match="cannot be imported"):
         check_config(load_config(["agent=custom", "agent._target_=no_such.Agent"]))
+    # a subclass under its own name keeps the keys of the gpurl agent it extends
+    renamed = [
+        "agent=dqn",
+        f"+agent._target_={__name__}.RenamedDQN",
+        "agent.name=renamed_dqn",
+        "+agent.temperature=0.05",
+    ]
+    check_config(load_config(renamed))
+    with pytest.raises(ConfigError, match="agent.tau must be in"):
+        check_config(load_config([*renamed, "agent.tau=2"]))
 
 
 # -- one declaration: YAML, reference and help agree --------------------------------------

@@ -8,8 +8,9 @@ Builds the preset's evaluation env as a run of that seed does (gpurl.envs.make_e
 seed + 10000, env.eval_envs copies, held-out worlds for env=pixels), runs each copy for
 one episode with uniform random actions through the env's evaluation protocol when it
 has one, `--passes` times, and prints one JSON record per seed: the mean return of each
-pass and their mean (and the protocol's success, when it reports one). Discrete action
-spaces only.
+pass and their mean (and the protocol's success, when it reports one). Discrete actions
+are drawn uniformly from the action set, continuous ones uniformly within the action
+spec's bounds.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from gpurl.train import load_config  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
-def uniform_policy(n_actions: int):
+def uniform_policy(spec):
+    """Uniform random actions of an action spec: TorchRL's spec.rand(), which draws from
+    the action set of a discrete spec and within the bounds of a continuous one."""
+
     def act(td):
-        td.set("action", torch.randint(n_actions, td.batch_size))
+        td.set("action", spec.rand())
         return td
 
     return act
@@ -49,7 +53,7 @@ def main(argv=None) -> int:
         torch.manual_seed(seed)
         # the evaluation env of a run (train.build): the same worlds the run is judged on
         env = make_eval_env(cfg.env, device="cpu", seed=seed)
-        policy = uniform_policy(int(env.action_spec.n))
+        policy = uniform_policy(env.action_spec)
         passes = [env.evaluation_protocol(policy) for _ in range(args.passes)]
         returns = [m["return"] for m in passes]
         extra = {}

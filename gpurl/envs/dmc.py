@@ -1,0 +1,99 @@
+"""DeepMind Control Suite tasks from their state, as a batched TorchRL env: `env=dmc`
+(docs/envs/dmc.md).
+
+Each copy is TorchRL's DMControlEnv (dm_control's suite.load(domain, task)) with two
+transforms: DoubleToFloat (dm_control's float64 observations, rewards and actions as
+float32) and CatTensors (the task's observation entries, e.g. walker's orientations,
+height and velocity, concatenated into one "observation" vector, in the order the task
+lists them). `num_envs` copies step one after another in TorchRL's SerialEnv (MuJoCo
+steps a copy in well under a millisecond: worker processes would cost more than they
+save on a few cores). The layout:
+
+    observation               float32 [num_envs, d] (cartpole-swingup: d = 5)
+    action                    float32 [num_envs, a], bounds -1..1 (every suite task's)
+    reward                    float32 [num_envs, 1], in 0..1 per control step (summed
+                              over frame_skip steps)
+    done / truncated          the suite's time limit: 1000 control steps, so
+                              1000 / frame_skip agent steps; terminated never (suite
+                              tasks have no terminal states)
+
+Evaluation is ForeignEnv's: each evaluation copy's first episode return, greedy.
+Rendering is off (MUJOCO_GL=disable, unless set): state observations need none.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torchrl.envs import (
+    CatTensors,
+    Compose,
+    DeviceCastTransform,
+    DoubleToFloat,
+    SerialEnv,
+    TransformedEnv,
+)
+
+from gpurl.envs.foreign import ForeignEnv
+from gpurl.errors import ConfigError
+
+MISSING = "env=dmc needs dm_control and mujoco<4: pip install -e '.[dmc]'"
+EPISODE_CONTROL_STEPS = 1000  # every suite task's time limit, in control steps
+
+
+def import_suite():
+    """dm_control's suite, or a one-line ConfigError naming the install."""
+    os.environ.setdefault("MUJOCO_GL", "disable")  # no display, no renderer needed
+    try:
+        import mujoco
+        from dm_control import suite
+    except ImportError:
+        raise ConfigError(MISSING) from None
+    # dm_control 1.0.50 reads MjModel fields MuJoCo 4 removed (flex_vertedge)
+    if int(mujoco.__version__.split(".")[0]) >= 4:
+        raise ConfigError(
+            f"env=dmc: dm_control does not run on mujoco {mujoco.__version__}: "
+            f"pip install 'mujoco>=3.17,<4' (the dmc extra pins it)"
+        )
+    return suite
+
+
+def dmc_task(domain: str, task: str, frame_skip: int = 1) -> TransformedEnv:
+    """One copy of a suite task, its observation entries in one float32 vector."""
+    from torchrl.envs.libs.dm_control import DMControlEnv
+
+    env = DMControlEnv(domain, task, frame_skip=int(frame_skip))
+    keys = list(env.observation_spec.keys())
+    return TransformedEnv(
+        env,
+        Compose(DoubleToFloat(), CatTensors(keys, out_key="observation", del_keys=True)),
+    )
+
+
+def make_dmc_env(
+    domain: str = "cartpole",
+    task: str = "swingup",
+    num_envs: int = 1,
+    device="cpu",
+    seed: int = 0,
+    frame_skip: int = 1,
+    max_episode_steps: int | None = None,
+) -> ForeignEnv:
+    """The `_target_` of configs/env/dmc.yaml: `num_envs` copies of a suite task (SerialEnv,
+    on the CPU), seeded seed, seed + 1, ...; observations moved to `device`."""
+    suite = import_suite()
+    if (domain, task) not in suite.ALL_TASKS:
+        tasks = ", ".join(f"{d}-{t}" for d, t in suite.BENCHMARKING[:6])
+        raise ConfigError(
+            f"env.domain={domain} env.task={task} is not a DeepMind Control task: "
+            f"e.g. {tasks} (dm_control.suite.ALL_TASKS lists them)"
+        )
+    n, skip = int(num_envs), int(frame_skip)
+    if n < 1 or skip < 1:
+        raise ConfigError(f"env.num_envs and env.frame_skip must be >= 1, got {n} and {skip}")
+    env = SerialEnv(n, lambda: dmc_task(domain, task, skip))
+    env.set_seed(int(seed))
+    cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
+    steps = int(max_episode_steps or -(-EPISODE_CONTROL_STEPS // skip))
+    return ForeignEnv(env, cast, max_episode_steps=steps)

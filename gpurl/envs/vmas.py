@@ -1,0 +1,148 @@
+"""VMAS scenarios (vectorized multi-agent simulator, pure torch) as gpurl multi-robot envs.
+
+`make_vmas_env` builds TorchRL's VmasEnv with every agent in one group, "agents", and
+adds what gpurl's multi-robot path reads and VMAS does not give (GroupFlags):
+
+    ("agents", "observation")  [B, R, d]   each agent's observation (VMAS's own)
+    ("agents", "action")       [B, R] int (continuous_actions=false) or [B, R, a] float
+    ("agents", "reward")       [B, R, 1]   each agent's reward (VMAS's own)
+    "reward"                   [B, 1]      the agents' sum, as MarineNav's root reward:
+                                           the episode tracker and evaluation read it
+    "terminated"               [B, 1]      the scenario's done (navigation: every agent
+                                           on its goal)
+    "truncated"                [B, 1]      the episode reached max_episode_steps
+    "done"                     [B, 1]      terminated or truncated
+    ("agents", "terminated"/"truncated"/"done")  [B, R, 1]  the root flags, broadcast:
+                                           the replay cuts every agent's stream there
+
+VMAS's own `max_steps` is not used: it ends an episode as terminated, and a learner
+would then treat a time limit as a terminal state. GroupFlags counts steps itself and
+sets "truncated" instead, so the replay bootstraps through it.
+
+The factory returns the TransformedEnv; gpurl's `_target_` path (envs/foreign.py) wraps
+it in a ForeignEnv and TorchRL's Collector collects it. vmas is an optional extra:
+`pip install -e '.[vmas]'`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.data import Categorical, Composite, Unbounded
+from torchrl.envs import Transform, TransformedEnv
+
+from gpurl.errors import ConfigError
+
+GROUP = "agents"
+FLAGS = ("terminated", "truncated", "done")
+
+
+class GroupFlags(Transform):
+    """The root reward (the group's sum), a step limit that sets "truncated", and the
+    root done flags broadcast over the group, for an env whose group carries rewards but
+    no done flags of its own (VMAS)."""
+
+    def __init__(self, max_steps: int, group: str = GROUP):
+        super().__init__(in_keys=[], out_keys=[])
+        self.max_steps = int(max_steps)
+        self.group = group
+        self.steps: torch.Tensor | None = None  # steps since each env's reset, [B]
+
+    def _flags(self, td: TensorDictBase, terminated: torch.Tensor, truncated: torch.Tensor):
+        members = td.get(self.group).batch_size[-1]  # the group's tensordict is [B, R]
+        done = terminated | truncated
+        for name, flag in zip(FLAGS, (terminated, truncated, done), strict=True):
+            td.set(name, flag)
+            group_shape = (*flag.shape[:-1], members, 1)
+            td.set((self.group, name), flag.unsqueeze(-2).expand(group_shape).clone())
+        return td
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase):
+        batch = tensordict_reset.batch_size
+        if self.steps is None or self.steps.shape != batch:
+            self.steps = torch.zeros(batch, dtype=torch.long, device=tensordict_reset.device)
+        reset = None if tensordict is None else tensordict.get("_reset", None)
+        if reset is None:
+            self.steps.zero_()
+        else:
+            self.steps.masked_fill_(reset.reshape(batch), 0)
+        terminated = tensordict_reset.get("terminated")
+        return self._flags(tensordict_reset, terminated, torch.zeros_like(terminated))
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase):
+        reward = next_tensordict.get((self.group, "reward"))  # [B, R, 1]
+        next_tensordict.set("reward", reward.sum(-2))
+        self.steps += 1
+        terminated = next_tensordict.get("terminated")
+        truncated = (self.steps >= self.max_steps).reshape(terminated.shape) & ~terminated
+        return self._flags(next_tensordict, terminated, truncated)
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        group = reward_spec[self.group, "reward"]
+        batch = reward_spec.shape
+        reward_spec["reward"] = Unbounded((*batch, 1), device=group.device)
+        return reward_spec
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        batch = done_spec.shape
+        members = self.parent.full_action_spec[self.group, "action"].shape[len(batch)]
+        device = done_spec.device
+        for name in FLAGS:
+            done_spec[name] = Categorical(2, (*batch, 1), dtype=torch.bool, device=device)
+        done_spec[self.group] = Composite(
+            {
+                name: Categorical(2, (*batch, members, 1), dtype=torch.bool, device=device)
+                for name in FLAGS
+            },
+            shape=(*batch, members),
+            device=device,
+        )
+        return done_spec
+
+
+def make_vmas_env(
+    scenario: str = "navigation",
+    num_envs: int = 32,
+    device="cpu",
+    seed: int = 0,
+    max_episode_steps: int = 100,
+    continuous_actions: bool = True,
+    **scenario_kwargs,
+) -> TransformedEnv:
+    """A VMAS scenario with `num_envs` envs on `device`, every agent in the group
+    "agents"; `scenario_kwargs` go to the scenario (navigation: n_agents,
+    shared_rew, collisions, ...)."""
+    try:
+        import vmas  # noqa: F401
+        from torchrl.envs.libs.vmas import VmasEnv
+        from torchrl.envs.utils import MarlGroupMapType
+    except ImportError as err:
+        raise ConfigError(f"env=vmas needs vmas ({err}): pip install -e '.[vmas]'") from None
+    if int(max_episode_steps) < 1:
+        raise ConfigError(f"env.max_episode_steps must be >= 1, got {max_episode_steps}")
+    try:
+        with warnings.catch_warnings():
+            # VMAS only warns of an option its scenario does not take: make it an error
+            warnings.filterwarnings("error", message="Scenario kwargs")
+            env = VmasEnv(
+                scenario,
+                num_envs=int(num_envs),
+                device=torch.device(device),
+                continuous_actions=bool(continuous_actions),
+                max_steps=None,  # GroupFlags truncates: VMAS would call the limit terminal
+                seed=int(seed),
+                group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
+                **scenario_kwargs,
+            )
+    except (UserWarning, AssertionError, ValueError, TypeError, KeyError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        reason = reason.split(" This will turn into an error")[0]  # VMAS's kwargs warning
+        raise ConfigError(f"env=vmas scenario={scenario}: {reason}") from None
+    if env.het_specs:
+        raise ConfigError(
+            f"VMAS scenario {scenario} gives its agents different observation or action "
+            f"shapes: gpurl's multi-robot agents need one shape for the whole group"
+        )
+    return TransformedEnv(env, GroupFlags(max_episode_steps))
