@@ -1411,10 +1411,13 @@ def check_value(path: str, value, tp, meta) -> None:
         raise ConfigError(f"{path} must be {fits(meta, tp)}, got {_show(value)}{doc}")
 
 
-def check_node(node: dict, schema, path: str, label: str, open_: bool = False) -> None:
+def check_node(
+    node: dict, schema, path: str, label: str, open_: bool = False, partial: bool = False
+) -> None:
     """Check the keys of `node` (a plain dict) against a schema dataclass: each key's type
     and range, unknown keys (unless the schema, or `open_`, lets them through) and missing
-    ones (if the schema is complete). `label` names the option in messages (agent=dqn)."""
+    ones (if the schema is complete and not `partial`). `label` names the option in
+    messages (agent=dqn)."""
     hints = typing.get_type_hints(schema)
     known = {f.name: f for f in fields(schema)}
     for k, value in node.items():
@@ -1427,12 +1430,13 @@ def check_node(node: dict, schema, path: str, label: str, open_: bool = False) -
             raise ConfigError(f"unknown config key '{full}' for {label}: {hint}")
         tp = hints[k]
         if is_dataclass(tp) and isinstance(value, dict):
-            if "_target_" in value:  # one's own module factory: its keys are its own
-                continue
-            check_node(value, tp, f"{full}.", label)
+            # one's own module factory (agent.encoder._target_): its own keys pass to it,
+            # gpurl's keys it may take are typed where given, none is required
+            mine = "_target_" in value
+            check_node(value, tp, f"{full}.", label, open_=mine, partial=mine)
         else:
             check_value(full, value, tp, known[k].metadata)
-    if not schema.complete:
+    if not schema.complete or partial:
         return
     for k, f in known.items():
         if k not in node:
