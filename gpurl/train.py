@@ -174,8 +174,6 @@ def command_line_problem(argv: list[str]) -> str | None:
     group option or experiment, an unknown key (with a suggestion: Hydra's own suggests
     `+key=value`, which adds a key nothing reads), several values without -m. The values
     themselves are checked later, by check_config in build()."""
-    import difflib
-
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -226,14 +224,29 @@ def command_line_problem(argv: list[str]) -> str | None:
     for o in overrides:
         plain = not o.is_add() and not o.is_force_add() and not o.is_hydra_override()
         if plain and not is_choice(o) and o.key_or_group not in known:
-            close = difflib.get_close_matches(o.key_or_group, known, n=1)
-            hint = f"did you mean {close[0]}?" if close else "see python -m gpurl.train --help"
-            return f"unknown config key '{o.key_or_group}': {hint}"
+            return f"unknown config key '{o.key_or_group}': {_key_hint(o.key_or_group, known)}"
     try:
         load_config([*(o.input_line for o in fixed), *(line for _, line in firsts)])
     except HydraException as err:
         return _hydra_line(err)
     return None
+
+
+def _key_hint(key: str, known: set[str]) -> str:
+    """The closest key beside `key` (trainer.bach_size -> trainer.batch_size), matched on
+    the last part among its siblings so the group name does not dominate the match."""
+    import difflib
+
+    parent, _, leaf = key.rpartition(".")
+    prefix = f"{parent}." if parent else ""
+    siblings = [
+        k[len(prefix) :] for k in known if k.startswith(prefix) and "." not in k[len(prefix) :]
+    ]
+    close = difflib.get_close_matches(leaf, siblings, n=1)
+    if close:
+        return f"did you mean {prefix}{close[0]}?"
+    where = f"{parent} has no key {leaf}" if parent else f"there is no key {leaf}"
+    return f"{where} (python -m gpurl.train --help lists the keys)"
 
 
 def _hydra_line(err: Exception) -> str:

@@ -190,6 +190,7 @@ CASES = [
     ("syntax", ["seed=0,1"], "'seed=0,1' gives several values: sweep them with -m"),
     ("option", ["-m", "agent=dqn,bogus"], "unknown agent 'bogus'"),
     ("key", ["-m", "seed=0,1", "trainer.no_such=1"], "unknown config key 'trainer.no_such'"),
+    ("key", ["trainer.foo=1"], "trainer has no key foo (python -m gpurl.train --help"),
 ]
 
 
