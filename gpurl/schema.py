@@ -51,7 +51,7 @@ from gpurl.envs.foreign import COLLECTORS
 from gpurl.envs.packing.catalog import PROCEDURAL_KINDS
 from gpurl.errors import ConfigError
 from gpurl.policies.heads import SQUASHES
-from gpurl.policies.networks import CNN_KINDS
+from gpurl.policies.networks import CNN_KINDS, INITS
 from gpurl.trainers.reporting import LOGGERS
 from gpurl.utils.device import resolve_device
 
@@ -615,6 +615,11 @@ class Encoder(Schema):
         choices=CNN_KINDS,
     )
     cnn_features: int = key(512, "images: features out of the CNN", ge=1)
+    init: str = key(
+        "default",
+        "images: the CNN's init: default (PyTorch's) | orthogonal (gain sqrt 2, CleanRL's PPO)",
+        choices=INITS,
+    )
 
 
 def encoder_key():
