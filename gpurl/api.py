@@ -15,7 +15,9 @@
 
 `config` composes exactly what `python -m gpurl.train` would from the same choices and
 overrides, so a run started here and one started on the command line with the same
-settings are the same run. `train` writes the same run directory (.hydra/config.yaml,
+settings are the same run; it, `build` and `train` check the config against the schema
+as the command line does (gpurl/schema.py): a mistake raises the same one-line
+ConfigError, before anything is written. `train` writes the same run directory (.hydra/config.yaml,
 logs, checkpoints, learning_curve.png, summary.json) and returns the summary as a dict.
 """
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from gpurl.errors import ConfigError
+from gpurl.schema import check_config
 from gpurl.trainers.base import Trainer
 
 GROUPS = ("env", "agent", "trainer", "logger", "compile")
@@ -93,12 +96,14 @@ def config(*overrides: str, experiment: str | None = None, **settings) -> DictCo
     args += [line.removeprefix(".") for line in _flatten("", settings)]  # seed=..., device=...
     args += list(overrides)
     try:
-        return load_config(args)
+        cfg = load_config(args)
     except ConfigError:
         raise
     except Exception as err:  # Hydra's composition errors: one line, as on the command line
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"the config does not compose ({first}): check {args}") from None
+    check_config(cfg)  # what the command line would refuse is refused here, alike
+    return cfg
 
 
 def default_run_dir(cfg: DictConfig) -> Path:
@@ -115,6 +120,7 @@ def build(cfg: DictConfig | None = None, run_dir: str | Path | None = None, **se
     from gpurl.train import build as build_trainer
 
     cfg = cfg if cfg is not None else config(**settings)
+    check_config(cfg)  # a cfg changed after config(): refused before its run dir is made
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
     _save_config(cfg, run_dir)
     return build_trainer(cfg, run_dir)
@@ -129,6 +135,7 @@ def train(cfg: DictConfig | None = None, run_dir: str | Path | None = None, **se
     from gpurl.trainers.reporting import close_loggers
 
     cfg = cfg if cfg is not None else config(**settings)
+    check_config(cfg)  # a cfg changed after config(): refused before its run dir is made
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
     _save_config(cfg, run_dir)
     try:

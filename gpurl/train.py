@@ -35,6 +35,7 @@ from gpurl.core.progress import Progress
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
+from gpurl.schema import check_config, help_text
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
 from gpurl.trainers.off_policy import OffPolicyTrainer
@@ -81,6 +82,7 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     """Everything `run` trains with, from a composed config (also used by tests). The
     trainer is the agent's kind's: off-policy agents learn from a replay, on-policy ones
     from rollouts (agents/base.py)."""
+    check_config(cfg)  # every key typed and ranged, keys that must agree (gpurl/schema.py)
     device = distributed.setup(resolve_device(cfg.device))
     rank, world = distributed.rank(), distributed.world_size()
     rank_seed = int(cfg.seed) + distributed.RANK_SEED_STRIDE * rank
@@ -166,47 +168,130 @@ def _env_label(env_cfg) -> str:
 GROUPS = ("env", "agent", "trainer", "logger", "compile", "experiment")
 
 
-def unknown_override(argv: list[str]) -> str | None:
-    """Name the first `key=value` argument whose key the config lacks, with a suggestion.
+def command_line_problem(argv: list[str]) -> str | None:
+    """One line naming what is wrong with a command line that Hydra would refuse before
+    `main` runs (in a dozen lines or more), or None: a bad override's syntax, an unknown
+    group option or experiment, an unknown key (with a suggestion: Hydra's own suggests
+    `+key=value`, which adds a key nothing reads), several values without -m. The values
+    themselves are checked later, by check_config in build()."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
 
-    Hydra rejects such keys too, but over several lines and suggesting `+key=value`,
-    which would add a key nothing reads. Group choices, `+`/`~` edits, hydra.* settings
-    and sweeps over groups are left to Hydra.
-    """
-    import difflib
+    args = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
+    multirun = "-m" in argv or "--multirun" in argv
 
-    pairs = [a.split("=", 1) for a in argv if "=" in a and not a.startswith(("-", "+", "~"))]
-    choices = [f"{k}={v}" for k, v in pairs if k in GROUPS]
-    if any("," in c for c in choices):
-        return None
-    keys = [k for k, _ in pairs if k not in GROUPS and "/" not in k and k.split(".")[0] != "hydra"]
-    if not keys:
-        return None
+    def is_choice(o) -> bool:  # a group option: agent=ppo, hydra/launcher=joblib
+        return "." not in o.key_or_group and (o.key_or_group in GROUPS or "/" in o.key_or_group)
+
+    try:
+        overrides = OverridesParser.create().parse_overrides(args)
+    except HydraException as err:
+        return f"cannot read the command line: {_hydra_line(err)}"
+    fixed, firsts = [], []  # overrides to compose with; each sweep at its first value
+    for o in overrides:
+        if not o.is_sweep_override():
+            fixed.append(o)
+        elif not multirun:
+            return (
+                f"'{o.input_line}' gives several values: sweep them with -m, write a list "
+                f"as [a,b], or quote a string that holds a comma"
+            )
+        elif o.is_discrete_sweep() and o.value_type.name != "GLOB_CHOICE_SWEEP":
+            values = list(o.sweep_string_iterator())
+            firsts.append((o, f"{o.get_key_element()}={values[0]}"))
+            for v in values[1:] if is_choice(o) else ():  # each option of a group sweep
+                try:
+                    load_config([f"{o.get_key_element()}={v}"])
+                except HydraException as err:
+                    return _hydra_line(err)
+    # group choices and Hydra's settings first: an unknown option is named as such
+    choices = [o.input_line for o in fixed if is_choice(o) or o.is_hydra_override()]
+    choices += [line for o, line in firsts if is_choice(o)]
     try:
         cfg = load_config(choices)
-    except Exception:  # a bad group choice: Hydra's own message names the options
-        return None
-    known = []
+    except HydraException as err:
+        return _hydra_line(err)
+    known = set()
 
     def walk(node, prefix):
-        for k in node.keys():  # keys(): a "???" value (env._target_) is a key too
-            known.append(prefix + k)
-            if not OmegaConf.is_missing(node, k) and isinstance(node[k], DictConfig):
-                walk(node[k], prefix + k + ".")
+        for k, v in node.items():
+            known.add(prefix + k)
+            if isinstance(v, dict):
+                walk(v, prefix + k + ".")
 
-    walk(cfg, "")
-    for key in keys:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]}?" if close else "see `python -m gpurl.train --cfg job`"
-            return f"unknown config key '{key}': {hint}"
+    # unresolved: a `???` still to be given (env=custom's _target_) is no error here
+    walk(OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False), "")
+    for o in overrides:
+        plain = not o.is_add() and not o.is_force_add() and not o.is_hydra_override()
+        if plain and not is_choice(o) and o.key_or_group not in known:
+            return f"unknown config key '{o.key_or_group}': {_key_hint(o.key_or_group, known)}"
+    try:
+        load_config([*(o.input_line for o in fixed), *(line for _, line in firsts)])
+    except HydraException as err:
+        return _hydra_line(err)
     return None
+
+
+def _key_hint(key: str, known: set[str]) -> str:
+    """The closest key beside `key` (trainer.bach_size -> trainer.batch_size), matched on
+    the last part among its siblings so the group name does not dominate the match."""
+    import difflib
+
+    parent, _, leaf = key.rpartition(".")
+    prefix = f"{parent}." if parent else ""
+    siblings = [
+        k[len(prefix) :] for k in known if k.startswith(prefix) and "." not in k[len(prefix) :]
+    ]
+    close = difflib.get_close_matches(leaf, siblings, n=1)
+    if close:
+        return f"did you mean {prefix}{close[0]}?"
+    where = f"{parent} has no key {leaf}" if parent else f"there is no key {leaf}"
+    return f"{where} (python -m gpurl.train --help lists the keys)"
+
+
+def _hydra_line(err: Exception) -> str:
+    """A Hydra error as one line: an unknown option names the options there are."""
+    from hydra.errors import MissingConfigException
+
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
+        group, _, option = err.missing_cfg_file.rpartition("/")
+        options = ", ".join(o for o in err.options if not o.startswith("_"))
+        return f"unknown {group} '{option}' ({group}={option}): choose one of {options}"
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    lines = [line for line in lines if line and not line.startswith("See https://")]
+    if "Config search path:" in lines:
+        lines = lines[: lines.index("Config search path:")]
+    return " ".join(lines) or type(err).__name__
+
+
+def print_help(argv: list[str]) -> int:
+    """`--help`: the groups, then every key of the chosen options with its value, type,
+    range and doc (gpurl/schema.py). Returns the exit status."""
+    problem = command_line_problem([a for a in argv if a not in ("-m", "--multirun")])
+    if problem:
+        print(f"gpurl: error: {problem}", file=sys.stderr)
+        return 2
+    args = [a for a in argv if not a.startswith("-") and "=" in a]
+    choices = dict(a.split("=", 1) for a in args if a.split("=", 1)[0] in GROUPS)
+    try:
+        print(help_text(load_config(args), choices))
+    except ConfigError as err:
+        print(f"gpurl: error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 @hydra.main(config_path="configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
     """Train one run; return its final evaluation return (what a Hydra sweeper optimises)."""
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    return train_or_exit(cfg, run_dir)
+
+
+def train_or_exit(cfg: DictConfig, run_dir: Path) -> float:
+    """`main` past Hydra: run, print the summary's path; a mistake in the config exits 2
+    with one line and leaves the run directory holding error.txt alone; a fault met while
+    training exits 1 and keeps the run directory (tests call this in-process)."""
     try:
         path = run(cfg, run_dir)
     except ConfigError as err:
@@ -260,11 +345,19 @@ def quiet_rank_overrides() -> list[str]:
     return [f"hydra.run.dir={scratch}", "hydra.output_subdir=null", "hydra/job_logging=disabled"]
 
 
-if __name__ == "__main__":
-    problem = unknown_override(sys.argv[1:])
+def cli(argv: list[str]) -> None:
+    """`python -m gpurl.train ARGS`: gpurl's --help, the command-line check, then Hydra."""
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    if "--help" in argv or "-h" in argv:
+        sys.exit(print_help(argv) if rank0 else 0)
+    problem = command_line_problem(argv)
     if problem:
-        if int(os.environ.get("RANK", "0")) == 0:
+        if rank0:
             print(f"gpurl: error: {problem}", file=sys.stderr)
         sys.exit(2)
-    sys.argv += quiet_rank_overrides()
+    sys.argv = [sys.argv[0], *argv, *quiet_rank_overrides()]
     main()
+
+
+if __name__ == "__main__":
+    cli(sys.argv[1:])

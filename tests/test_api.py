@@ -6,6 +6,7 @@ from omegaconf import OmegaConf
 from gpurl import api
 from gpurl.envs.cartpole import CartPoleEnv
 from gpurl.errors import ConfigError
+from gpurl.schema import check_config
 from gpurl.train import load_config, load_trained
 
 
@@ -40,6 +41,27 @@ def test_a_mistake_that_does_not_compose_is_one_line():
     with pytest.raises(ConfigError) as err:
         api.config(agent="no_such_agent")
     assert "\n" not in str(err.value)
+
+
+def test_a_bad_value_from_python_is_the_command_lines_one_line_error(tmp_path):
+    """config(), build() and train() check the config as the command line's build does
+    (gpurl/schema.py): the same one-line ConfigError, and no run directory."""
+    with pytest.raises(ConfigError) as by_cli:
+        check_config(load_config(["agent.tau=2"]))
+    with pytest.raises(ConfigError) as by_kwargs:
+        api.config(agent={"tau": 2})
+    assert str(by_kwargs.value) == str(by_cli.value)
+    assert str(by_cli.value).startswith("agent.tau must be in (0, 1], got 2")
+    with pytest.raises(ConfigError, match="trainer.total_frames must be an int"):
+        api.build(trainer={"total_frames": 1.5}, run_dir=tmp_path / "kwargs")
+    # a config changed after config() is checked again, before its run dir is made
+    cfg = api.config(logger="none")
+    cfg.trainer.batch_size = 1_000_000
+    for start in (api.build, api.train):
+        with pytest.raises(ConfigError, match="larger than the replay") as err:
+            start(cfg, run_dir=tmp_path / start.__name__)
+        assert "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_train_returns_the_summary_and_leaves_a_run_directory(tmp_path):

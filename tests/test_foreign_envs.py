@@ -181,3 +181,29 @@ def test_the_probe_counts_the_host_reads_of_a_foreign_step():
     whether any env is done): on a device, auto would leave it to TorchRL's Collector."""
     env = make_env({"name": "gym", "id": "CartPole-v1", "num_envs": 2})
     assert env._probe_host_reads() > 0
+
+
+@pytest.mark.parametrize(
+    "env, extra, module",
+    [
+        ("dmc", ["agent=sac"], "dm_control"),
+        ("envpool", ["agent=ppo", "trainer.rollout_steps=2"], "envpool"),
+        ("vmas", ["agent=sac"], "vmas"),
+    ],
+)
+def test_env_collector_reaches_the_ecosystem_envs(tmp_path, env, extra, module):
+    """env=dmc / envpool build gpurl's own ForeignEnv subclass in their factory and
+    env=vmas a plain TorchRL env: env.collector picks the path for all three."""
+    pytest.importorskip(module)
+    from gpurl.trainers.collector import LeanCollector, TorchRLCollector
+
+    def collector(choice):
+        cfg = load_config(
+            [f"env={env}", "env.num_envs=2", "env.eval_envs=1", f"env.collector={choice}"]
+            + ["agent.hidden=[8]", "logger=none", "trainer.progress=false", *extra]
+        )
+        trainer = build(cfg, tmp_path / choice)
+        return type(trainer.collector)
+
+    assert collector("lean") is LeanCollector
+    assert collector("torchrl") is TorchRLCollector

@@ -14,7 +14,18 @@ ROOT = Path(__file__).resolve().parents[1] / "gpurl"
 
 # The layers, bottom up (docs/DEVELOPING.md): a package may import its own layer and
 # those below it, never one above.
-LAYERS = ["errors", "core", "utils", "envs", "policies", "agents", "trainers", "train", "api"]
+LAYERS = [
+    "errors",
+    "core",
+    "utils",
+    "envs",
+    "policies",
+    "agents",
+    "trainers",
+    "schema",
+    "train",
+    "api",
+]
 # What each layer may import besides itself: core and errors are below everything.
 ALLOWED = {
     "errors": set(),
@@ -24,6 +35,8 @@ ALLOWED = {
     "policies": {"errors", "core", "utils", "envs"},
     "agents": {"errors", "core", "utils", "envs", "policies"},
     "trainers": {"errors", "core", "utils", "envs", "policies", "agents"},
+    # the config schema reads the registries and the choices the layers below define
+    "schema": {"errors", "core", "utils", "envs", "policies", "agents", "trainers"},
     "train": set(LAYERS) - {"train", "api"},
     "api": set(LAYERS) - {"api"},
 }

@@ -22,8 +22,14 @@ def quickstart_commands() -> list[str]:
 def tiny(args: list[str], tmp_path: Path) -> list[str]:
     marine = any("marinenav" in a for a in args)
     on_policy_presets = ("experiment=ppo", "experiment=a2c", "experiment=pqn", "experiment=pixels")
-    on_policy = any(a.startswith(on_policy_presets) for a in args)
-    budget = ["trainer.total_frames=" + ("512" if on_policy else "64")]
+    on_policy_presets += ("experiment=atari",)
+    on_policy_agents = ("agent=ppo", "agent=a2c", "agent=pqn")
+    on_policy = any(a.startswith(on_policy_presets) or a in on_policy_agents for a in args)
+    # at least one batch or rollout, which the schema asks of every budget: one step of
+    # every env off-policy; one rollout of the largest on-policy run here (pqn_cartpole,
+    # pixels_ppo: 2,048 frames; envpool's 8 games x 128 steps: 1,024)
+    envs = [int(a.split("=")[1]) for a in args if a.startswith("env.num_envs=")]
+    budget = ["trainer.total_frames=" + ("2048" if on_policy else str(max([64, *envs])))]
     budget += [] if on_policy else ["trainer.init_random_frames=32", "trainer.batch_size=16"]
     budget += ["env.max_episode_steps=20"] if marine else ["env.eval_envs=2"]
     budget += ["trainer.progress=false"]

@@ -46,7 +46,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpurl.errors import ConfigError, RunFault  # noqa: E402
-from gpurl.train import build, load_config, unknown_override  # noqa: E402
+from gpurl.train import build, command_line_problem, load_config  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 MIB = 1024 * 1024
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_intermixed_args(argv)
 
-    problem = unknown_override(args.overrides)
+    problem = command_line_problem(args.overrides)
     if problem:
         print(f"soak: error: {problem}", file=sys.stderr)
         return 2

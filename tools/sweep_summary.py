@@ -7,12 +7,16 @@ per config and one plot of the evaluation curves.
 
 Writes to OUT (default: the sweep directory itself):
   sweep_summary.md     the table: per config, runs, seeds, final evaluation return
-                       (mean +- std over runs), best evaluation return of any run,
-                       frames, mean wall time
-  sweep_summary.jsonl  one JSON record per config, with each run's figures and the
-                       provenance the runs recorded (commit, date, device, versions)
-  sweep_summary.png    every run's evaluation curve (thin) and, per config, the mean
-                       over runs with a +-1 std band
+                       (IQM with its 95% bootstrap interval, and mean +- std over
+                       runs), best evaluation return of any run, frames, mean wall time
+  sweep_summary.jsonl  one JSON record per config, with each run's figures, the IQM
+                       and mean with their intervals and the provenance the runs
+                       recorded (commit, date, device, versions)
+  sweep_summary.png    every run's evaluation curve (thin) and, per config, the IQM
+                       over runs with its 95% bootstrap interval as a band
+The estimators are gpurl.utils.aggregate's (rliable, the `stats` extra): the IQM is the
+mean of the middle half of the runs' final returns, its interval a stratified
+bootstrap over runs.
 The table is printed too. A config is the set of overrides in a run's
 .hydra/overrides.yaml without seed=...; the table names each config by the overrides
 that differ between configs and lists those shared by every run above it.
@@ -26,7 +30,12 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpurl.utils.aggregate import aggregate, curve_band  # noqa: E402
 
 # What train.py's summary carries from gpurl.utils.provenance: copied into each record
 # so a figure quoted from it traces back to the code and stack the runs used.
@@ -75,6 +84,7 @@ def config_record(config: dict, sweep: Path) -> dict:
     finals = [float(r["eval_return"]) for r in runs]
     bests = [float(r["best_eval_return"]) for r in runs]
     mean, std = mean_std(finals)
+    stats = aggregate(finals)
     first = runs[0]
     return {
         "tool": "sweep_summary",
@@ -87,6 +97,9 @@ def config_record(config: dict, sweep: Path) -> dict:
         "seeds": [r["seed"] for r in runs],
         "eval_return_mean": round(mean, 3),
         "eval_return_std": round(std, 3),
+        "eval_return_iqm": round(stats["iqm"], 3),
+        "eval_return_iqm_ci": [round(x, 3) for x in stats["iqm_ci"]],
+        "eval_return_mean_ci": [round(x, 3) for x in stats["mean_ci"]],
         "eval_returns": finals,
         "best_eval_return": max(bests),
         "best_eval_returns": bests,
@@ -106,16 +119,18 @@ def markdown(records: list[dict], shared: list[str], sweep: Path, failed: list[P
         lines.append(f"Runs that stopped with an error (error.txt): {len(failed)}.")
     lines += [
         "",
-        "| config | agent | env | runs | seeds | final eval return (mean ± std) "
-        "| best eval return | frames | wall time (s, mean) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| config | agent | env | runs | seeds | final eval return: IQM [95% CI] "
+        "| mean ± std | best eval return | frames | wall time (s, mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         frames = sorted(set(r["frames"]))
         frames = str(frames[0]) if len(frames) == 1 else f"{frames[0]}-{frames[-1]}"
+        low, high = r["eval_return_iqm_ci"]
         lines.append(
             f"| {r['config']} | {r['agent']} | {r['env']} | {r['runs']} | "
             f"{','.join(map(str, r['seeds']))} | "
+            f"{r['eval_return_iqm']:.1f} [{low:.1f}, {high:.1f}] | "
             f"{r['eval_return_mean']:.1f} ± {r['eval_return_std']:.1f} | "
             f"{r['best_eval_return']:.1f} | {frames} | {r['wall_time_s_mean']:.1f} |"
         )
@@ -127,7 +142,6 @@ def plot(configs: list[dict], sweep: Path, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, config in enumerate(configs):
@@ -138,20 +152,15 @@ def plot(configs: list[dict], sweep: Path, path: Path) -> None:
             ax.plot(c[:, 0], c[:, 1], color=color, lw=0.7, alpha=0.35)
         if not curves:
             continue
-        # runs may evaluate at different frames: compare them on every frame any of
-        # them evaluated at, within the span all of them cover
-        grid = np.unique(np.concatenate([c[:, 0] for c in curves]))
-        start, end = max(c[0, 0] for c in curves), min(c[-1, 0] for c in curves)
-        grid = grid[(grid >= start) & (grid <= end)]
-        values = np.stack([np.interp(grid, c[:, 0], c[:, 1]) for c in curves])
-        mean = values.mean(axis=0)
-        std = values.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+        band = curve_band(curves)
         label = config["label"] if len(config["label"]) <= 60 else config["label"][:57] + "..."
-        ax.plot(grid, mean, color=color, lw=2, label=f"{label} (n={len(curves)})")
-        ax.fill_between(grid, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+        ax.plot(band["frames"], band["iqm"], color=color, lw=2, label=f"{label} (n={len(curves)})")
+        ax.fill_between(
+            band["frames"], band["ci_low"], band["ci_high"], color=color, alpha=0.2, lw=0
+        )
     ax.set_xlabel("frames")
     ax.set_ylabel("greedy evaluation return")
-    ax.set_title(f"{sweep.name}: each run (thin), mean ± std over runs per config", fontsize=10)
+    ax.set_title(f"{sweep.name}: each run (thin), IQM and 95% CI over runs per config", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     # fixed margins rather than tight_layout, which draws the figure twice

@@ -63,9 +63,10 @@ class ForeignEnv(EnvHooks, TransformedEnv):
         super().__init__(env, transform)
         self.max_episode_steps = int(max_episode_steps)
         self._obs: TensorDictBase | None = None  # the lean path's observation to act on
-        self.lean_path = self._choose_path(collector)
+        self.lean_path = self.choose_collector(collector)
 
-    def _choose_path(self, collector: str) -> bool:
+    def choose_collector(self, collector: str) -> bool:
+        """Whether gpurl's lean collector runs this env, for env.collector = `collector`."""
         if collector not in COLLECTORS:
             raise ConfigError(
                 f"env.collector must be one of {', '.join(COLLECTORS)}, got {collector!r}"
@@ -187,6 +188,9 @@ def make_target_env(
                 env = SerialEnv(n, build)
     except TypeError as err:
         raise ConfigError(f"bad option for env._target_={target}: {err}") from None
+    if isinstance(env, ForeignEnv):  # gpurl's hooks on a foreign env (env=envpool, env=dmc)
+        env.lean_path = env.choose_collector(collector)
+        return env
     if isinstance(env, EnvHooks):  # a gpurl env of the user's own (a NativeEnv subclass)
         return env
     if "seed" not in given:

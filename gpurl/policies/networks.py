@@ -24,6 +24,7 @@ features [*batch, out_features] and has an int `out_features`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from math import prod
 
@@ -76,6 +77,7 @@ def is_image(shape: torch.Size, dtype: torch.dtype) -> bool:
 
 
 CNN_KINDS = ("nature", "tile")
+INITS = ("default", "orthogonal")
 TILE_PIXELS = 8  # gpurl's pixel worlds (and the Game Boy) draw 8 x 8-pixel tiles
 
 
@@ -87,6 +89,18 @@ def _convolutions(kind: str, c: int) -> nn.Sequential:
         layers = [nn.Conv2d(c, 32, TILE_PIXELS, stride=TILE_PIXELS), nn.ReLU()]
         layers += [nn.Conv2d(32, 32, 3, padding=1)]
     return nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
+
+
+def orthogonal_relu_init(module: nn.Module) -> None:
+    """Orthogonal weights with gain sqrt(2) and zero biases in every convolution and linear
+    layer (the layer init of CleanRL's PPO). PyTorch's default init shrinks activations
+    through each ReLU layer: out of the Nature CNN on [0, 1] frames their spread is about
+    50x smaller than with this init, and a policy head on such features (gain 0.01)
+    barely moves from uniform."""
+    for m in module.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.orthogonal_(m.weight, math.sqrt(2))
+            nn.init.zeros_(m.bias)
 
 
 class CNNEncoder(nn.Module):
@@ -102,10 +116,13 @@ class CNNEncoder(nn.Module):
         value_range=(0.0, 255.0),
         features: int = 512,
         kind: str = "nature",
+        init: str = "default",
     ):
         super().__init__()
         if kind not in CNN_KINDS:
             raise ConfigError(f"agent.encoder.cnn={kind} is unknown: use nature or tile")
+        if init not in INITS:
+            raise ConfigError(f"agent.encoder.init={init} is unknown: use default or orthogonal")
         self.image_ndim = len(shape)
         c, h, w = shape if len(shape) == 3 else (1, *shape)
         low, high = value_range
@@ -116,6 +133,8 @@ class CNNEncoder(nn.Module):
         self.fc = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
         self.in_shape = (c, h, w)
         self.out_features = features
+        if init == "orthogonal":
+            orthogonal_relu_init(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         batch = obs.shape[: obs.dim() - self.image_ndim]
@@ -177,6 +196,7 @@ class SpecEncoder(nn.Module):
         object_embed: int = 40,
         cnn_features=512,
         cnn: str = "nature",
+        init: str = "default",
     ):
         super().__init__()
         self.keys = list(info.obs_keys)
@@ -188,7 +208,7 @@ class SpecEncoder(nn.Module):
             if mask_key is not None and len(shape) == 2:
                 parts.append(ObjectListEncoder(shape, object_embed, scale))
             elif is_image(shape, spec.dtype):
-                parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features, cnn))
+                parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features, cnn, init))
             else:
                 parts.append(VectorEncoder(shape, embed, scale))
         self.parts = nn.ModuleList(parts)
@@ -230,7 +250,7 @@ def with_features(encoder: nn.Module | None, td: TensorDictBase) -> TensorDictBa
 
 def make_encoder(info: EnvInfo, cfg=None) -> nn.Module:
     """The encoder an agent config asks for: gpurl's SpecEncoder (`agent.encoder.embed`,
-    `object_embed`, `cnn_features`, `cnn`), or one's own by `agent.encoder._target_`."""
+    `object_embed`, `cnn_features`, `cnn`, `init`), or one's own by `agent.encoder._target_`."""
     opts = dict(cfg or {})
     if opts.get(TARGET) is not None:
         return target_encoder(info, opts.pop(TARGET), opts)
@@ -240,6 +260,7 @@ def make_encoder(info: EnvInfo, cfg=None) -> nn.Module:
         object_embed=int(opts.get("object_embed", 40) or 40),
         cnn_features=int(opts.get("cnn_features", 512) or 512),
         cnn=str(opts.get("cnn", "nature") or "nature"),
+        init=str(opts.get("init", "default") or "default"),
     )
 
 

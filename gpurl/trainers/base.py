@@ -190,16 +190,21 @@ class Trainer:
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "meta": self.meta,
+            "shapes": self.shapes(),
             **self.extra_state(),
         }
 
+    def shapes(self) -> dict:
+        """What a resumed run must share with its checkpoint beyond the env and agent
+        names: the env's batch and observation shapes (the networks' shapes are read off
+        the agent's state)."""
+        return {
+            "num_envs": int(self.env.batch_size.numel()),
+            "observations": {_key(k): list(v) for k, v in self.info.obs_shapes.items()},
+        }
+
     def load_state_dict(self, state: dict) -> None:
-        for key in ("env", "agent"):
-            if key in self.meta and state["meta"].get(key) != self.meta[key]:
-                raise ConfigError(
-                    f"checkpoint was written by {key}={state['meta'].get(key)}, this run has "
-                    f"{key}={self.meta[key]}: resume with the same {key}"
-                )
+        self.check_resumable(state)
         self.wall_time = state["wall_time"]
         self.agent.load_state(state["agent"])
         self.progress.load_state_dict(state["progress"])
@@ -216,6 +221,46 @@ class Trainer:
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.load_extra_state(state)
+
+    def check_resumable(self, state: dict) -> None:
+        """Refuse, in one line, a checkpoint this run cannot continue: another env or agent,
+        another number of envs or observation shapes, or networks of other shapes (another
+        agent.hidden, say). Loading it would fail in the middle with a stack trace, or
+        worse, run on with envs or a replay that do not match."""
+        for key in ("env", "agent"):
+            if key in self.meta and state["meta"].get(key) != self.meta[key]:
+                raise ConfigError(
+                    f"checkpoint was written by {key}={state['meta'].get(key)}, this run has "
+                    f"{key}={self.meta[key]}: resume with the same {key}"
+                )
+        saved, here = state.get("shapes"), self.shapes()  # none in checkpoints before them
+        if saved is not None and saved["num_envs"] != here["num_envs"]:
+            raise ConfigError(
+                f"checkpoint was written with env.num_envs={saved['num_envs']}, this run has "
+                f"env.num_envs={here['num_envs']}: resume with env.num_envs={saved['num_envs']} "
+                f"(the env state and the replay are per env)"
+            )
+        if saved is not None and saved["observations"] != here["observations"]:
+            key = next(
+                k
+                for k in {**saved["observations"], **here["observations"]}
+                if saved["observations"].get(k) != here["observations"].get(k)
+            )
+            raise ConfigError(
+                f"checkpoint's env observes {key} of shape {saved['observations'].get(key)}, "
+                f"this run's {here['observations'].get(key)}: resume with the env options "
+                f"the checkpoint was written with"
+            )
+        theirs = _shapes(state["agent"]["modules"])
+        ours = _shapes(self.agent.state()["modules"])
+        if theirs != ours:
+            diff = sorted(k for k in {**theirs, **ours} if theirs.get(k) != ours.get(k))
+            first = diff[0]
+            raise ConfigError(
+                f"checkpoint's networks differ from this run's in {len(diff)} tensor(s), e.g. "
+                f"{first}: {theirs.get(first, 'absent')} there, {ours.get(first, 'absent')} "
+                f"here: resume with the agent settings (agent.hidden...) it was written with"
+            )
 
     def save(self) -> Path:
         """Write the checkpoint, after checking that nothing in the state is NaN or inf."""
@@ -305,6 +350,21 @@ class Trainer:
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),
         }
+
+
+def _key(key) -> str:
+    """An observation key as text: ("agents", "self_state") -> "agents.self_state"."""
+    return ".".join(key) if isinstance(key, tuple) else str(key)
+
+
+def _shapes(modules: dict) -> dict[str, list[int]]:
+    """The shape of every tensor of the agent's module state dicts, by dotted name."""
+    return {
+        f"{name}.{k}": list(t.shape)
+        for name, sd in modules.items()
+        for k, t in sd.items()
+        if isinstance(t, torch.Tensor)
+    }
 
 
 def _next_multiple(frames: int, interval: int) -> int:

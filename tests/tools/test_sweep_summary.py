@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+pytest.importorskip("rliable")
+
 from tools import sweep_summary
 
 SHARED = ["trainer.total_frames=400", "logger=none"]
@@ -51,8 +53,17 @@ def test_groups_runs_by_config_and_writes_table_records_and_plot(tmp_path, capsy
     assert fast["best_eval_return"] == 50.0 and fast["wall_time_s_mean"] == 3.0
     assert slow["runs"] == 1 and slow["eval_return_std"] == 0.0 and slow["best_eval_return"] == 9.0
     assert fast["commit"] == "abc1234" and fast["torch"] == "2.13.0+cpu"
+    # three runs: the IQM trims nothing (a quarter of 3 rounds to 0), so it is the mean;
+    # its bootstrap interval lies within the runs' range
+    assert fast["eval_return_iqm"] == 40.0
+    low, high = fast["eval_return_iqm_ci"]
+    assert 30.0 <= low <= 40.0 <= high <= 50.0 and low < high
+    assert slow["eval_return_iqm"] == 8.0 and slow["eval_return_iqm_ci"] == [8.0, 8.0]
     table = (tmp_path / "out" / "sweep_summary.md").read_text()
-    row = "| agent.lr=0.001 | dqn | cartpole | 3 | 0,1,2 | 40.0 ± 10.0 | 50.0 | 400 | 3.0 |"
+    row = (
+        f"| agent.lr=0.001 | dqn | cartpole | 3 | 0,1,2 | 40.0 [{low:.1f}, {high:.1f}] "
+        "| 40.0 ± 10.0 | 50.0 | 400 | 3.0 |"
+    )
     assert row in table
     assert "Overrides shared by every run: `trainer.total_frames=400 logger=none`" in table
     assert "stopped with an error (error.txt): 1" in table
