@@ -20,7 +20,8 @@ would then treat a time limit as a terminal state. GroupFlags counts steps itsel
 sets "truncated" instead, so the replay bootstraps through it.
 
 The factory returns the TransformedEnv; gpurl's `_target_` path (envs/foreign.py) wraps
-it in a ForeignEnv and TorchRL's Collector collects it. vmas is an optional extra:
+it in a ForeignEnv, and env.collector picks the collector (auto: gpurl's lean collector
+through the adapter on the CPU). vmas is an optional extra:
 `pip install -e '.[vmas]'`.
 """
 
