@@ -124,6 +124,7 @@ def test_amp_update_within_bf16_tolerance(tmp_path, name):
             assert state["exp_avg"].dtype == torch.float32
 
 
+@pytest.mark.slow
 def test_compiled_collector_acts_as_the_eager_one(tmp_path):
     """compile=full (policy, env and update compiled): same trajectories as eager when
     acting greedily from the same state (epsilon 0), and training iterations run."""

@@ -183,6 +183,7 @@ def test_the_probe_counts_the_host_reads_of_a_foreign_step():
     assert env._probe_host_reads() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env, extra, module",
     [

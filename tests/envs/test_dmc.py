@@ -59,6 +59,7 @@ def test_copies_are_seeded_apart_and_reproducibly(dm_control):
     assert torch.equal(first, again) and not torch.equal(first[0], first[1])
 
 
+@pytest.mark.slow
 def test_sac_trains_a_few_iterations(dm_control, tmp_path):
     cfg = load_config(
         [

@@ -65,6 +65,7 @@ def test_frames_stack_the_last_four(envpool):
     assert frames.float().std() > 0
 
 
+@pytest.mark.slow
 def test_a_lost_life_ends_an_episode_and_the_game_goes_on(envpool):
     env = atari(n=2)
     td = env.rollout(400, break_when_any_done=False)
@@ -85,6 +86,7 @@ def test_a_lost_life_ends_an_episode_and_the_game_goes_on(envpool):
             assert after[e, t + 1] == 5  # a new game
 
 
+@pytest.mark.slow
 def test_training_reward_is_clipped_and_the_score_is_not(envpool):
     # Space Invaders pays 5 to 30 points an invader
     env = atari("env.game=SpaceInvaders-v5", n=2)
@@ -97,6 +99,7 @@ def test_training_reward_is_clipped_and_the_score_is_not(envpool):
     assert torch.equal(td["next", "reward"], td["next", "info", "score"])
 
 
+@pytest.mark.slow
 def test_evaluation_scores_each_envs_first_full_game(envpool):
     cfg = load_config(["env=envpool", "env.eval_envs=2"])
     policy = cycling(4)
@@ -113,6 +116,7 @@ def test_evaluation_scores_each_envs_first_full_game(envpool):
     assert (lives_lost == 5).all()  # the game ran over all five lives
 
 
+@pytest.mark.slow
 def test_training_logs_the_score_of_finished_games(envpool):
     env = atari(n=2)
     assert env.read_stats() is None
@@ -132,6 +136,7 @@ def test_a_forced_reset_starts_a_new_game(envpool):
     assert out["info", "lives"][0, 0] == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["ppo", "pqn"])
 def test_ppo_and_pqn_train_a_few_iterations(envpool, tmp_path, agent):
     cfg = load_config(

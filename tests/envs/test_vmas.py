@@ -170,6 +170,7 @@ def tiny_run(tmp_path, agent, continuous, extra=()):
     return build(cfg, tmp_path)
 
 
+@pytest.mark.slow
 @requires_vmas
 @pytest.mark.parametrize("agent, continuous", [("dqn", False), ("sac", True)])
 def test_dqn_and_sac_train_a_few_iterations(tmp_path, agent, continuous):

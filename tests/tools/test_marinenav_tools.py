@@ -162,6 +162,7 @@ def test_eval_marinenav_cvar_levels_on_a_validation_set(tmp_path, capsys):
         eval_marinenav.main([*args, "--cvar", "0"])
 
 
+@pytest.mark.slow
 def test_eval_marinenav_search_on_an_acqin_run(tmp_path, capsys):
     """--search G --cvar A evaluates an AC-IQN run with the critic's pick among the
     actor's action and a G x G grid, once per (G, A); --search 0 is the actor alone;
