@@ -22,7 +22,7 @@ def test_orthogonal_init_is_orthogonal_with_zero_biases():
     w = enc.fc[0].weight  # [64, 3136]: rows orthogonal with norm sqrt(2)
     assert torch.allclose(w @ w.T, 2.0 * torch.eye(64), atol=1e-4)
     layers = [m for m in enc.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    assert len(layers) == 4 and all(float(m.bias.abs().max()) == 0.0 for m in layers)
+    assert len(layers) == 4 and all(float(m.bias.detach().abs().max()) == 0.0 for m in layers)
 
 
 def test_an_unknown_init_is_one_line():
