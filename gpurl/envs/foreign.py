@@ -189,7 +189,8 @@ def make_target_env(
     except TypeError as err:
         raise ConfigError(f"bad option for env._target_={target}: {err}") from None
     if isinstance(env, ForeignEnv):  # gpurl's hooks on a foreign env (env=envpool, env=dmc)
-        env.lean_path = env.choose_collector(collector)
+        if collector != "auto":  # the factory's own ForeignEnv has chosen for auto already
+            env.lean_path = env.choose_collector(collector)
         return env
     if isinstance(env, EnvHooks):  # a gpurl env of the user's own (a NativeEnv subclass)
         return env
