@@ -1132,6 +1132,17 @@ AGENTS_SCHEMA: dict[str, type] = {
 
 
 @dataclass
+class PerSeed(Schema):
+    """Hyperparameters each run of trainer.num_seeds has of its own: a list of one value
+    per seed replaces the agent's key for that run (null: every run takes the agent's)."""
+
+    lr: list[float] | None = key(None, "agent.lr per run (dqn, ppo, a2c, pqn)", gt=0)
+    actor_lr: list[float] | None = key(None, "agent.actor_lr per run (sac, td3, ddpg)", gt=0)
+    critic_lr: list[float] | None = key(None, "agent.critic_lr per run (sac, td3, ddpg)", gt=0)
+    alpha_lr: list[float] | None = key(None, "agent.alpha_lr per run (sac)", gt=0)
+
+
+@dataclass
 class Trainer(Schema):
     """The training loop (gpurl/trainers/). The agent's kind picks the loop: off-policy
     agents learn from a replay (trainers/off_policy.py), on-policy ones from rollouts
@@ -1167,6 +1178,14 @@ class Trainer(Schema):
         ge=1,
         note=("on-policy agents (ppo, a2c, pqn; epochs and minibatches are the agent's)",),
     )
+    num_seeds: int = key(
+        1,
+        "independent runs trained at once in this process, seeds seed..seed+N-1, each "
+        "with its own env.num_envs envs, networks, optimizer, replay and evaluation",
+        ge=1,
+        note=("many seeds in one process (core/runs.py: dqn, ddpg, td3, sac, ppo, a2c, pqn)",),
+    )
+    per_seed: PerSeed = group(PerSeed, "per-run hyperparameters, a list of num_seeds values each")
 
 
 def logger_key(value: str):

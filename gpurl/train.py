@@ -32,6 +32,7 @@ from gpurl.agents import OnPolicyAgent, make_agent
 from gpurl.core import distributed
 from gpurl.core.compile import CompileSpec
 from gpurl.core.progress import Progress
+from gpurl.core.runs import Runs
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
@@ -41,6 +42,7 @@ from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
+from gpurl.trainers.seeds import write_runs
 from gpurl.utils.device import resolve_device
 from gpurl.utils.provenance import environment_record, gpurl_commit
 
@@ -89,11 +91,14 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    env = make_env(cfg.env, device=device, seed=rank_seed)
+    runs = make_runs(cfg, world)
+    # N runs step N x env.num_envs envs as one batch, run k owning the k-th slice
+    num_envs = int(cfg.env.get("num_envs", 1)) * runs.n if runs.many else None
+    env = make_env(cfg.env, device=device, seed=rank_seed, num_envs=num_envs)
     eval_env = make_eval_env(cfg.env, device=device, seed=int(cfg.seed))
     eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
     info = env_info(env)
-    progress = Progress(device, world)
+    progress = Progress(device, world, runs)
     compiled = CompileSpec.from_config(cfg.get("compile"), device)
     if compiled.cudagraphs and world > 1:  # an all-reduce inside a captured graph: untried
         raise ConfigError(
@@ -120,6 +125,20 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))
     return trainer
+
+
+def make_runs(cfg: DictConfig, world: int) -> Runs:
+    """The runs this process trains (trainer.num_seeds, trainer.per_seed: core/runs.py)."""
+    n = int(cfg.trainer.get("num_seeds", 1) or 1)
+    per_seed = {k: v for k, v in (cfg.trainer.get("per_seed") or {}).items() if v is not None}
+    if n > 1 and world > 1:
+        raise ConfigError("trainer.num_seeds > 1 runs in one process: launch it without torchrun")
+    if per_seed and n == 1:
+        raise ConfigError("trainer.per_seed needs trainer.num_seeds > 1 (one value per seed)")
+    for k in per_seed:
+        if k not in cfg.agent:
+            raise ConfigError(f"trainer.per_seed.{k}: agent={cfg.agent.name} has no agent.{k}")
+    return Runs(n, int(cfg.seed), per_seed)
 
 
 def load_trained(run: str | Path, device: str = "cpu"):
@@ -158,6 +177,9 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     )
     if trainer.rank > 0:
         return run_dir / "summary.json"  # rank 0 writes it
+    runs = summary.pop("run_summaries", None)
+    if runs:  # N runs of one process: each run's summary as a run of its own
+        summary["runs"] = [str(p) for p in write_runs(run_dir, summary, runs)]
     return write_summary(run_dir / "summary.json", summary)
 
 

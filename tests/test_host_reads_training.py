@@ -50,6 +50,14 @@ CASES = {
     "acqin_marinenav": ["env=marinenav_continuous", "agent=acqin", "env.max_episode_steps=20"],
     "rainbow_marinenav": ["env=marinenav", "agent=rainbow", "env.max_episode_steps=20"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
+    # many seeds in one process (core/runs.py): stacked networks, per-run sampling
+    "dqn_3_seeds": ["env=cartpole", "agent=dqn", "trainer.num_seeds=3"],
+    "sac_3_seeds_per_seed_lr": [
+        "env=pendulum",
+        "agent=sac",
+        "trainer.num_seeds=3",
+        "trainer.per_seed.actor_lr=[1e-3,3e-4,1e-4]",
+    ],
 }
 
 
@@ -67,6 +75,8 @@ def test_training_iterations_never_sync_on_cuda(tmp_path, case):
 
 ON_POLICY_CASES = {
     "pqn": ["env=cartpole", "agent=pqn"],
+    "pqn_3_seeds": ["env=cartpole", "agent=pqn", "trainer.num_seeds=3"],
+    "ppo_3_seeds": ["env=cartpole", "agent=ppo", "trainer.num_seeds=3"],
     "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "agent.bootstrap_truncated=false"],
     "pqn_pixels": ["env=pixels", "agent=pqn"],
     # the pixel presets (tile CNN, small worlds, info_mode=stats) as they train

@@ -34,7 +34,7 @@ def test_episode_tracker_counts_finished_episodes_across_batches():
     tracker.update(time_major(b))
     stats = tracker.read()
     # env 0: episodes of 2 and 4 steps (returns 2, 4); env 1: one of 4 steps (return 8)
-    assert stats == {"episodes": 3.0, "return": 14 / 3, "length": 10 / 3}
+    assert stats == {"episodes": 3.0, "return": 14 / 3, "length": 10 / 3, "run_returns": [14 / 3]}
     assert tracker.read() is None  # read resets
 
 

@@ -46,6 +46,8 @@ def load_runs(sweep: Path) -> list[dict]:
     runs = []
     for path in sorted(sweep.rglob("summary.json")):
         summary = json.loads(path.read_text())
+        if summary.get("num_seeds", 1) > 1:  # a many-seeds group: its runs are under seeds/
+            continue
         overrides_file = path.parent / ".hydra" / "overrides.yaml"
         if overrides_file.is_file():
             overrides = yaml.safe_load(overrides_file.read_text()) or []

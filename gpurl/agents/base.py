@@ -51,6 +51,7 @@ from gpurl.core.distributed import average_gradients
 from gpurl.core.private import foreach_copy_, foreach_lerp_
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
+from gpurl.core.runs import ONE_RUN, RunAdam, Runs
 from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
 from gpurl.policies.wrapper import VALUE, ActingPolicy
@@ -83,10 +84,17 @@ def require_single_agent(info: EnvInfo, agent: str, fits: str) -> None:
         )
 
 
-def make_optimizer(params: Iterable[nn.Parameter], lr) -> torch.optim.Optimizer:
+def make_optimizer(
+    params: Iterable[nn.Parameter], lr, runs: Runs = ONE_RUN, eps: float = 1e-8
+) -> torch.optim.Optimizer:
+    """Adam over `params`; over N runs' stacked parameters, RunAdam (a learning rate
+    and a gradient clip per run: core/runs.py). `lr` is a float, a device scalar the
+    agent anneals in place, or [N] per-run values."""
+    if runs.many:
+        return RunAdam(params, runs.n, lr, eps=eps)
     # fused Adam keeps its step counters as device tensors: no .item() per step (the
     # default foreach Adam reads them on the host) and about 3x faster on small CPU nets.
-    return torch.optim.Adam(params, lr=lr, fused=True)
+    return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
 
 
 def target_copy(net: nn.Module) -> nn.Module:
@@ -113,6 +121,9 @@ def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: floa
     averages gradients (core/distributed.py; nothing happens with one process)."""
     params = list(params)
     with torch.autocast(loss.device.type, enabled=False):
+        if isinstance(optimizer, RunAdam):  # N runs: each run's gradient and clip its own
+            optimizer.backward_and_step(loss, max_norm)
+            return
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         average_gradients(params)
@@ -133,10 +144,22 @@ class Agent:
     policy: ActingPolicy
     #: acts in a multi-part discrete action (packing's item, orientation and corner)
     multi_part_actions: bool = False
+    #: trains N runs at once (trainer.num_seeds, core/runs.py): builds its networks with
+    #: runs.build, its optimizers with make_optimizer(..., runs) and keeps every
+    #: per-run quantity shaped [N] (per_row broadcasts it over a batch's rows)
+    many_seeds: bool = False
 
     def __init__(self, cfg, info: EnvInfo, progress: Progress, compile: CompileSpec = EAGER):
         self.cfg, self.info, self.progress = cfg, info, progress
         self.compile = compile
+        self.runs = progress.runs
+        if self.runs.many and not self.many_seeds:
+            raise ConfigError(
+                f"agent={self.name} trains one seed per process: drop trainer.num_seeds (or "
+                f"use dqn, sac, td3, ddpg, ppo, a2c or pqn, which train many seeds at once)"
+            )
+        if self.runs.many and (compile.update or compile.cudagraphs):
+            raise ConfigError("trainer.num_seeds > 1 runs the update eagerly for now: drop compile")
 
     # -- state ---------------------------------------------------------------------------
     def modules(self) -> Mapping[str, nn.Module]:
@@ -244,7 +267,10 @@ class OnPolicyAgent(Agent):
                 raise ConfigError(f"agent.{key} must be >= 1, got {value}")
         self.bootstrap_truncated = bool(cfg.bootstrap_truncated)
         self.gamma = float(cfg.gamma)
-        self.lr = torch.tensor(float(cfg.lr), device=info.device)
+        # the learning rate the optimizer reads, annealed in place: [] (or [N], one per
+        # run, with trainer.per_seed.lr)
+        self.base_lr = self.runs.value("lr", cfg.lr, info.device)
+        self.lr = torch.as_tensor(self.base_lr, device=info.device).clone().float()
         self.anneal_frames = 0
         self._next_value: Tensor | None = None
         self._targets: TensorDict | None = None
@@ -283,12 +309,19 @@ class OnPolicyAgent(Agent):
         terminated = nxt.get(info.terminated_key).reshape(value.shape)
         done = nxt.get(info.done_key).reshape(value.shape)
         if self.bootstrap_truncated or last_obs is None:
-            next_value.copy_(self.value(nxt))
+            next_value.copy_(self.time_major_value(nxt))
         else:
             next_value[:-1].copy_(value[1:])
             next_value[-1].copy_(self.value(last_obs))
             terminated = done
         return reward, next_value, terminated, done
+
+    def time_major_value(self, obs: TensorDict) -> Tensor:
+        """value(obs) of a time-major obs [T, N x E]: with N runs, computed on its
+        run-major transpose [N x E, T] (stacked networks split rows run-major)."""
+        if not self.runs.many:
+            return self.value(obs)
+        return self.value(obs.transpose(0, 1)).transpose(0, 1)
 
     def target_buffers(self, like: Tensor, *names: str) -> TensorDict:
         """The TensorDict [T, N] compute_targets fills: `names`, each shaped like `like`,
@@ -303,7 +336,7 @@ class OnPolicyAgent(Agent):
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         if self.anneal_frames:
             frac = 1.0 - progress.frames.double() / self.anneal_frames
-            self.lr.copy_(frac.clamp(min=0.0) * float(self.cfg.lr))
+            self.lr.copy_(frac.clamp(min=0.0) * self.base_lr)
         return self.learn_step(batch)
 
     def learn(self, batch: TensorDict) -> TensorDict:

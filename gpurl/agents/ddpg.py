@@ -23,21 +23,31 @@ from gpurl.policies import Critic, DeterministicActor, PolicyWrapper, make_encod
 class DDPGAgent(OffPolicyAgent):
     name = "ddpg"
     n_critics = 1
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
         action_dim = require_continuous(info, self.name, "dqn, or a continuous env")
-        enc = cfg.get("encoder")
-        self.actor = DeterministicActor(
-            make_encoder(info, enc), action_dim, cfg.hidden, cfg.get("squash", "tanh")
-        ).to(info.device)
+        enc, runs, device = cfg.get("encoder"), self.runs, info.device
+        self.actor = runs.build(
+            lambda: DeterministicActor(
+                make_encoder(info, enc), action_dim, cfg.hidden, cfg.get("squash", "tanh")
+            )
+        ).to(device)
         self.actor_target = target_copy(self.actor)
-        self.critic = torch.nn.ModuleList(
-            Critic(make_encoder(info, enc), action_dim, cfg.hidden) for _ in range(self.n_critics)
-        ).to(info.device)
+        self.critic = runs.build(
+            lambda: torch.nn.ModuleList(
+                Critic(make_encoder(info, enc), action_dim, cfg.hidden)
+                for _ in range(self.n_critics)
+            )
+        ).to(device)
         self.critic_target = target_copy(self.critic)
-        self.actor_optimizer = make_optimizer(self.actor.parameters(), cfg.actor_lr)
-        self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
+
+        def optimizer(params, key):
+            return make_optimizer(params, runs.value(key, cfg[key], device), runs)
+
+        self.actor_optimizer = optimizer(self.actor.parameters(), "actor_lr")
+        self.critic_optimizer = optimizer(self.critic.parameters(), "critic_lr")
         self.policy = PolicyWrapper(
             self.actor, info, progress, make_exploration(cfg, info, random_frames)
         ).to(info.device)

@@ -54,22 +54,26 @@ def dqn_target(q_target_next, q_online_next, reward, discount, double: bool, mas
 
 class DQNAgent(OffPolicyAgent):
     name = "dqn"
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
         n_actions = require_discrete(info, self.name, "sac, td3 or ddpg, or a discrete env")
         sigma0 = float(cfg.get("noisy_sigma0") or 0.0)
         self.noisy = sigma0 > 0
-        self.q = QNetwork(
-            make_encoder(info, cfg.get("encoder")),
-            n_actions,
-            cfg.hidden,
-            cfg.dueling,
-            sigma0,
-            support=self.make_support(cfg),
+        self.q = self.runs.build(
+            lambda: QNetwork(
+                make_encoder(info, cfg.get("encoder")),
+                n_actions,
+                cfg.hidden,
+                cfg.dueling,
+                sigma0,
+                support=self.make_support(cfg),
+            )
         ).to(info.device)
         self.q_target = target_copy(self.q)
-        self.optimizer = make_optimizer(self.q.parameters(), cfg.lr)
+        lr = self.runs.value("lr", cfg.lr, info.device)
+        self.optimizer = make_optimizer(self.q.parameters(), lr, self.runs)
         self.policy = PolicyWrapper(
             self.q, info, progress, make_exploration(cfg, info, random_frames)
         ).to(info.device)

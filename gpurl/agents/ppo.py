@@ -26,7 +26,12 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
-from gpurl.agents.base import OnPolicyAgent, clip_and_step, require_single_agent
+from gpurl.agents.base import (
+    OnPolicyAgent,
+    clip_and_step,
+    make_optimizer,
+    require_single_agent,
+)
 from gpurl.core.compile import EAGER
 from gpurl.core.returns import gae
 from gpurl.errors import ConfigError
@@ -64,10 +69,18 @@ def ppo_value_loss(value: Tensor, old_value: Tensor, target: Tensor, clip: float
     return 0.5 * loss.mean()
 
 
-def normalize_advantage(advantage: Tensor, eps: float = 1e-8) -> Tensor:
-    """(A - mean) / (std + eps), in place, on the device."""
-    mean, std = advantage.mean(), advantage.std()
-    return advantage.sub_(mean).div_(std + eps)
+def normalize_advantage(advantage: Tensor, eps: float = 1e-8, runs: int = 1) -> Tensor:
+    """(A - mean) / (std + eps), in place, on the device; over a rollout [T, N x E] of
+    N runs, each run's statistics its own."""
+    if runs == 1:
+        mean, std = advantage.mean(), advantage.std()
+        return advantage.sub_(mean).div_(std + eps)
+    per_run = advantage.unflatten(1, (runs, -1)).transpose(0, 1).reshape(runs, -1)
+    mean, std = per_run.mean(1), per_run.std(1)
+    shape = (1, runs, 1, *([1] * (advantage.dim() - 2)))
+    view = advantage.unflatten(1, (runs, -1))
+    view.sub_(mean.reshape(shape)).div_(std.reshape(shape) + eps)
+    return advantage
 
 
 def _init_layers(net: nn.Sequential, out_gain: float) -> None:
@@ -84,6 +97,7 @@ def _optional(value) -> float | None:
 
 class PPOAgent(OnPolicyAgent):
     name = "ppo"
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, compile=EAGER):
         super().__init__(cfg, info, progress, compile)
@@ -95,27 +109,34 @@ class PPOAgent(OnPolicyAgent):
         act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
         hidden = list(cfg.hidden)
         # one trunk for both heads, or a trunk each
-        self.encoder = make_encoder(info, enc).to(device) if cfg.get("shared_encoder") else None
+        runs = self.runs
+        self.encoder = None
+        if cfg.get("shared_encoder"):
+            self.encoder = runs.build(lambda: make_encoder(info, enc)).to(device)
 
         def trunk():
             if self.encoder is None:
                 return make_encoder(info, enc)
             return SharedFeatures(self.encoder.out_features)
 
-        if info.discrete:
-            self.actor = CategoricalActor(trunk(), info.n_actions, hidden, act)
-        else:
-            self.actor = ClippedGaussianActor(
-                trunk(), info.action_dim, hidden, act, cfg.init_log_std
-            )
-        self.critic = ValueNetwork(trunk(), hidden, act)
-        _init_layers(self.actor.net, 0.01)
-        _init_layers(self.critic.net, 1.0)
-        self.actor.to(device)
-        self.critic.to(device)
+        def actor():
+            if info.discrete:
+                net = CategoricalActor(trunk(), info.n_actions, hidden, act)
+            else:
+                net = ClippedGaussianActor(trunk(), info.action_dim, hidden, act, cfg.init_log_std)
+            _init_layers(net.net, 0.01)
+            return net
+
+        def critic():
+            net = ValueNetwork(trunk(), hidden, act)
+            _init_layers(net.net, 1.0)
+            return net
+
+        self.actor = runs.build(actor).to(device)
+        self.critic = runs.build(critic).to(device)
         shared = [] if self.encoder is None else list(self.encoder.parameters())
         self.params = [*shared, *self.actor.parameters(), *self.critic.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=self.lr, eps=1e-5, fused=True)
+        self.optimizer = make_optimizer(self.params, self.lr, runs, eps=1e-5)
         self.policy = PolicyWrapper(
             self.actor,
             info,
@@ -163,7 +184,7 @@ class PPOAgent(OnPolicyAgent):
             out=(advantage, value_target),
         )
         if self.normalize_advantage:
-            normalize_advantage(advantage)
+            normalize_advantage(advantage, runs=self.runs.n)
         return out
 
     def learn(self, batch: TensorDict) -> TensorDict:
@@ -192,5 +213,5 @@ class PPOAgent(OnPolicyAgent):
             entropy=entropy.detach(),
             approx_kl=approx_kl,
             clip_fraction=clipped,
-            lr=self.lr.clone(),
+            lr=self.lr.mean(),
         )

@@ -31,6 +31,7 @@ from torch import Tensor
 from gpurl.agents.base import (
     OnPolicyAgent,
     clip_and_step,
+    make_optimizer,
     require_discrete,
     require_single_agent,
 )
@@ -43,6 +44,7 @@ from gpurl.policies import VALUE, PolicyWrapper, QNetwork, make_encoder, make_ex
 
 class PQNAgent(OnPolicyAgent):
     name = "pqn"
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, compile=EAGER):
         super().__init__(cfg, info, progress, compile)
@@ -51,13 +53,15 @@ class PQNAgent(OnPolicyAgent):
         if cfg.loss not in ("mse", "huber"):
             raise ConfigError(f"agent.loss={cfg.loss} is unknown: use mse or huber")
         device = info.device
-        self.q = QNetwork(
-            make_encoder(info, cfg.get("encoder")),
-            n_actions,
-            list(cfg.hidden),
-            layer_norm=bool(cfg.layer_norm),
+        self.q = self.runs.build(
+            lambda: QNetwork(
+                make_encoder(info, cfg.get("encoder")),
+                n_actions,
+                list(cfg.hidden),
+                layer_norm=bool(cfg.layer_norm),
+            )
         ).to(device)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
+        self.optimizer = make_optimizer(self.q.parameters(), self.lr, self.runs)
         self.policy = PolicyWrapper(
             self.q, info, progress, make_exploration(cfg, info), write_max_q=True
         ).to(device)
@@ -100,4 +104,4 @@ class PQNAgent(OnPolicyAgent):
         else:
             loss = 0.5 * F.mse_loss(q, target)
         clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
-        return TensorDict(loss=loss.detach(), q=q.detach().mean(), lr=self.lr.clone())
+        return TensorDict(loss=loss.detach(), q=q.detach().mean(), lr=self.lr.mean())

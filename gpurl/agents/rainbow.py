@@ -65,6 +65,7 @@ class RainbowAgent(DQNAgent):
     Double-Q, 3-step returns and prioritized replay."""
 
     name = "rainbow"
+    many_seeds = False  # its noisy layers and C51 head do not stack (core/runs.py)
 
     def make_support(self, cfg) -> torch.Tensor:
         atoms, v_min, v_max = int(cfg.atoms), float(cfg.v_min), float(cfg.v_max)

@@ -32,23 +32,32 @@ def temperature_loss(log_alpha, logp, target_entropy: float, batch) -> torch.Ten
 
 class SACAgent(OffPolicyAgent):
     name = "sac"
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
         action_dim = require_continuous(info, "sac", "dqn, or a continuous env")
         enc, device = cfg.get("encoder"), info.device
-        self.actor = TanhGaussianActor(make_encoder(info, enc), action_dim, cfg.hidden).to(device)
-        self.critic = torch.nn.ModuleList(
-            Critic(make_encoder(info, enc), action_dim, cfg.hidden) for _ in range(2)
+        runs = self.runs
+        self.actor = runs.build(
+            lambda: TanhGaussianActor(make_encoder(info, enc), action_dim, cfg.hidden)
+        ).to(device)
+        self.critic = runs.build(
+            lambda: torch.nn.ModuleList(
+                Critic(make_encoder(info, enc), action_dim, cfg.hidden) for _ in range(2)
+            )
         ).to(device)
         self.critic_target = target_copy(self.critic)
-        self.log_alpha = torch.nn.Parameter(
-            torch.tensor(float(cfg.init_alpha), device=device).log()
-        )
+        # one temperature per run: [] for one run, [N] for N (runs.per_row spreads it)
+        self.log_alpha = torch.nn.Parameter(runs.full(cfg.init_alpha, device).log())
         self.target_entropy = -float(action_dim)
-        self.actor_optimizer = make_optimizer(self.actor.parameters(), cfg.actor_lr)
-        self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
-        self.alpha_optimizer = make_optimizer([self.log_alpha], cfg.alpha_lr)
+
+        def optimizer(params, key):
+            return make_optimizer(params, runs.value(key, cfg[key], device), runs)
+
+        self.actor_optimizer = optimizer(self.actor.parameters(), "actor_lr")
+        self.critic_optimizer = optimizer(self.critic.parameters(), "critic_lr")
+        self.alpha_optimizer = optimizer([self.log_alpha], "alpha_lr")
         self.policy = PolicyWrapper(
             self.actor, info, progress, make_exploration(cfg, info, random_frames)
         ).to(device)
@@ -79,7 +88,7 @@ class SACAgent(OffPolicyAgent):
         cfg = self.cfg
         nxt = batch["next"]
         action = self.policy.unscale(batch["action"])
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.runs.per_row(self.log_alpha.detach().exp(), batch["reward"])
         with torch.no_grad():
             next_action, next_logp = self.actor.sample(nxt)
             next_q = torch.stack([c(nxt, next_action) for c in self.critic_target]).min(0)
@@ -97,14 +106,15 @@ class SACAgent(OffPolicyAgent):
         actor_loss = weighted_mean(alpha * logp - q_new, batch)
         clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
 
-        alpha_loss = temperature_loss(self.log_alpha, logp.detach(), self.target_entropy, batch)
+        log_alpha = self.runs.per_row(self.log_alpha, logp)
+        alpha_loss = temperature_loss(log_alpha, logp.detach(), self.target_entropy, batch)
         clip_and_step(self.alpha_optimizer, [self.log_alpha], alpha_loss, None)
 
         polyak_update(self.critic_target, self.critic, cfg.tau)
         return TensorDict(
             critic_loss=critic_loss.detach(),
             actor_loss=actor_loss.detach(),
-            alpha=alpha,
+            alpha=self.log_alpha.detach().exp().mean(),
             entropy=-logp.detach().mean(),
             q=q.detach().mean(),
             priority=(q.min(0).values - target).detach().abs(),

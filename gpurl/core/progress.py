@@ -1,5 +1,6 @@
 """The progress record: how far training has come, the one count every part reads.
 
+    runs      the independent runs this process trains (core/runs.py; one by default)
     frames    env steps taken, summed over envs and over torchrun's ranks (one step
               of a MarineNav env with five robots is one frame, as for
               `trainer.init_random_frames`)
@@ -21,12 +22,17 @@ from __future__ import annotations
 
 import torch
 
+from gpurl.core.runs import ONE_RUN, Runs
+
 
 class Progress:
-    def __init__(self, device="cpu", world_size: int = 1):
+    def __init__(self, device="cpu", world_size: int = 1, runs: Runs = ONE_RUN):
         # Under torchrun every rank steps as many envs as this one, so a collector adds
-        # its own frames x world_size: schedules follow the whole run's frames.
+        # its own frames x world_size: schedules follow the whole run's frames. With N
+        # runs in one process (core/runs.py) each owns 1/N of the envs, and every count
+        # is one run's: frames = the process's frames / N.
         self.world_size = int(world_size)
+        self.runs = runs
         self.frames = torch.zeros((), dtype=torch.int64, device=device)
         self.updates = torch.zeros((), dtype=torch.int64, device=device)
         self.episodes = torch.zeros((), dtype=torch.int64, device=device)
@@ -34,8 +40,8 @@ class Progress:
         self.update_count = 0  # == updates, on the host
 
     def add_frames(self, local_frames: int) -> None:
-        """Count `local_frames` steps of this process's envs (x world_size ranks)."""
-        n = int(local_frames) * self.world_size
+        """Count `local_frames` steps of this process's envs (x world_size ranks, / N runs)."""
+        n = int(local_frames) * self.world_size // self.runs.n
         self.frames.add_(n)
         self.frame_count += n
 

@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from gpurl.core.runs import LearnedVector
 from gpurl.errors import ConfigError
 from gpurl.policies.networks import mlp
 from gpurl.policies.noisy import NoisyLinear
@@ -213,13 +214,14 @@ class ClippedGaussianActor(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.net = mlp(encoder.out_features, action_dim, hidden, activation)
-        self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
+        # a module, so that N runs' log-stds stack (core/runs.py): log_std(x) per row
+        self.log_std = LearnedVector(torch.full((action_dim,), float(init_log_std)))
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         return self.net(self.encoder(obs)).clamp(-1.0, 1.0)
 
     def _log_prob(self, mean, action):
-        log_std = self.log_std.expand_as(mean)
+        log_std = self.log_std(mean)
         std = log_std.exp()
         z = (action - mean) / std
         inside = -0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)
@@ -233,14 +235,14 @@ class ClippedGaussianActor(nn.Module):
 
     def sample(self, obs: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         mean = self.net(self.encoder(obs))
-        action = (mean + self.log_std.exp() * torch.randn_like(mean)).clamp(-1.0, 1.0)
+        action = (mean + self.log_std(mean).exp() * torch.randn_like(mean)).clamp(-1.0, 1.0)
         return action, self._log_prob(mean, action)
 
     def evaluate(self, obs: TensorDictBase, action: torch.Tensor):
         mean = self.net(self.encoder(obs))
         # the unclipped Gaussian's entropy: a smooth bonus that ignores the clipping
-        entropy = (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
-        return self._log_prob(mean, action), entropy.expand(mean.shape[:-1])
+        entropy = (self.log_std(mean) + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+        return self._log_prob(mean, action), entropy
 
     def log_prob(self, obs: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
         return self.evaluate(obs, action)[0]

@@ -31,6 +31,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -42,6 +43,7 @@ from gpurl.trainers.compile import compile_policy, env_step
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
 from gpurl.trainers.reporting import plot_learning_curve
+from gpurl.trainers.seeds import evaluate_runs, mean_metrics, plot_seeds
 
 
 class Trainer:
@@ -68,7 +70,11 @@ class Trainer:
         self.step = env_step(env, compile)
         self.device = info.device
         self.rank, self.world = distributed.rank(), distributed.world_size()
-        self.tracker = EpisodeTracker(env.batch_size.numel(), self.device)
+        # N runs in this process (core/runs.py): per-run curves beside the group's
+        self.runs = progress.runs
+        self.tracker = EpisodeTracker(env.batch_size.numel(), self.device, self.runs.n)
+        self.run_eval_log: list[list[dict]] = [[] for _ in range(self.runs.n)]
+        self.run_train_history: list[list[tuple[int, float]]] = [[] for _ in range(self.runs.n)]
         self.metrics = MetricSums()
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
@@ -141,6 +147,9 @@ class Trainer:
         scalars = {f"train/{k}": v for k, v in values.items()}
         episodes = self.tracker.read()
         if episodes is not None:
+            for k, ret in enumerate(episodes.pop("run_returns")):
+                if math.isfinite(ret) and self.runs.many:
+                    self.run_train_history[k].append((self.frames, ret))
             scalars.update({f"train/episode_{k}": v for k, v in episodes.items()})
             self.train_history.append((self.frames, episodes["return"]))
         env_stats = self.env.read_stats()
@@ -156,7 +165,13 @@ class Trainer:
         return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
 
     def evaluate(self) -> float:
-        metrics = evaluate_protocol(self.eval_env, self.agent.policy)
+        if self.runs.many:  # each run on its own, then the runs' mean for the bar
+            per_run = evaluate_runs(self.eval_env, self.agent.policy, self.runs)
+            for log, m in zip(self.run_eval_log, per_run, strict=True):
+                log.append({"frames": self.frames, "wall_s": round(self.wall_time, 2), **m})
+            metrics = mean_metrics(per_run)
+        else:
+            metrics = evaluate_protocol(self.eval_env, self.agent.policy)
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
         self.eval_metrics = metrics
@@ -185,6 +200,8 @@ class Trainer:
             "eval_metrics": self.eval_metrics,
             "eval_log": self.eval_log,
             "train_history": self.train_history,
+            "run_eval_log": self.run_eval_log,
+            "run_train_history": self.run_train_history,
             "env": self.env.env_state_dict(),
             "eval_env": self.eval_env.env_state_dict(),
             "rng": torch.get_rng_state(),
@@ -200,6 +217,7 @@ class Trainer:
         the agent's state)."""
         return {
             "num_envs": int(self.env.batch_size.numel()),
+            "num_seeds": self.runs.n,
             "observations": {_key(k): list(v) for k, v in self.info.obs_shapes.items()},
         }
 
@@ -214,6 +232,10 @@ class Trainer:
         self.eval_metrics = dict(state["eval_metrics"])
         self.eval_log = [dict(x) for x in state.get("eval_log", [])]
         self.train_history = [tuple(x) for x in state["train_history"]]
+        self.run_eval_log = [[dict(x) for x in log] for log in state.get("run_eval_log", [[]])]
+        self.run_train_history = [
+            [tuple(x) for x in h] for h in state.get("run_train_history", [[]])
+        ]
         for key, env in (("env", self.env), ("eval_env", self.eval_env)):
             if state[key]:
                 env.load_env_state_dict(state[key])
@@ -234,6 +256,11 @@ class Trainer:
                     f"{key}={self.meta[key]}: resume with the same {key}"
                 )
         saved, here = state.get("shapes"), self.shapes()  # none in checkpoints before them
+        if saved is not None and saved.get("num_seeds", 1) != here["num_seeds"]:
+            raise ConfigError(
+                f"checkpoint was written with trainer.num_seeds={saved.get('num_seeds', 1)}, "
+                f"this run has {here['num_seeds']}: resume with the same trainer.num_seeds"
+            )
         if saved is not None and saved["num_envs"] != here["num_envs"]:
             raise ConfigError(
                 f"checkpoint was written with env.num_envs={saved['num_envs']}, this run has "
@@ -338,6 +365,8 @@ class Trainer:
             plot_learning_curve(curve, title, self.eval_history, self.train_history)
         final = self.eval_history[-1][1] if self.eval_history else float("nan")
         best = max((r for _, r in self.eval_history), default=float("nan"))
+        if self.runs.many:
+            return self.finish_runs(title)
         return {
             **self.meta,
             "frames": self.frames,
@@ -349,6 +378,59 @@ class Trainer:
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),
+        }
+
+    def finish_runs(self, title: str) -> dict:
+        """The group's summary (each run's final evaluation, their IQM and mean with
+        intervals, the seeds figure) and, under "run_summaries", each run's own
+        (train.run writes them: trainers/seeds.py)."""
+        from gpurl.utils.aggregate import aggregate
+
+        runs = []
+        for k, seed in enumerate(self.runs.seeds):
+            log = self.run_eval_log[k]
+            history = [(e["frames"], e["return"]) for e in log]
+            last = (
+                {x: v for x, v in log[-1].items() if x not in ("frames", "wall_s")} if log else {}
+            )
+            runs.append(
+                {
+                    **self.meta,
+                    "seed": seed,
+                    "per_seed": {key: v[k] for key, v in self.runs.per_seed.items()},
+                    "frames": self.frames,
+                    "eval_return": history[-1][1] if history else float("nan"),
+                    "eval_metrics": last,
+                    "best_eval_return": max((r for _, r in history), default=float("nan")),
+                    "eval_history": history,
+                    "eval_log": log,
+                    "train_history": self.run_train_history[k],
+                    "wall_time_s": round(self.wall_time, 2),
+                    "checkpoint": str(self.checkpoint_path),
+                }
+            )
+        finals = [r["eval_return"] for r in runs]
+        curve = self.run_dir / "seeds_curve.png"
+        if self.rank == 0:
+            plot_seeds(
+                curve,
+                f"{title.rsplit(',', 1)[0]}, {self.runs.n} seeds",
+                [r["eval_history"] for r in runs],
+            )
+        return {
+            **self.meta,
+            "seeds": self.runs.seeds,
+            "num_seeds": self.runs.n,
+            "per_seed": self.runs.per_seed,
+            "frames": self.frames,
+            "eval_return": float(np.mean(finals)),
+            "eval_returns": finals,
+            "aggregate": aggregate(np.array(finals)) if all(map(math.isfinite, finals)) else None,
+            "eval_history": self.eval_history,
+            "wall_time_s": round(self.wall_time, 2),
+            "checkpoint": str(self.checkpoint_path),
+            "learning_curve": str(curve),
+            "run_summaries": runs,
         }
 
 

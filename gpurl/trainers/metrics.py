@@ -3,17 +3,22 @@ per log interval and resets."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tensordict import TensorDict
 
 
 class EpisodeTracker:
-    """Running returns and lengths per env; sums over episodes finished since the last read."""
+    """Running returns and lengths per env; sums over episodes finished since the last
+    read, per run (N runs own consecutive slices of the envs: core/runs.py)."""
 
-    def __init__(self, num_envs: int, device):
+    def __init__(self, num_envs: int, device, runs: int = 1):
+        self.runs = int(runs)
         self.running = torch.zeros(num_envs, device=device)
         self.length = torch.zeros(num_envs, device=device)
-        self.finished = torch.zeros(3, device=device)  # episodes, sum of returns, sum of lengths
+        # per run: episodes, sum of returns, sum of lengths
+        self.finished = torch.zeros(self.runs, 3, device=device)
 
     def update(self, batch: TensorDict) -> None:
         """batch [steps, num_envs] (time-major); a loop over time, as the rollout itself.
@@ -25,25 +30,33 @@ class EpisodeTracker:
             self.running += reward[t]
             self.length += 1
             d = done[t].float()
-            self.finished += torch.stack(
-                ((d).sum(), (self.running * d).sum(), (self.length * d).sum())
-            )
+            per_run = torch.stack((d, self.running * d, self.length * d), -1)
+            self.finished += per_run.reshape(self.runs, -1, 3).sum(1)
             self.running *= 1 - d
             self.length *= 1 - d
 
-    def read(self) -> dict[str, float] | None:
-        """Mean return and length of the episodes finished since the last read (host read)."""
-        episodes, returns, lengths = self.finished.tolist()
+    def read(self) -> dict | None:
+        """Mean return and length of the episodes finished since the last read, over all
+        runs, and "run_returns": each run's mean return (nan where none finished). One
+        host read."""
+        rows = self.finished.tolist()
         self.finished.zero_()
+        episodes, returns, lengths = (sum(col) for col in zip(*rows, strict=True))
         if episodes == 0:
             return None
-        return {"episodes": episodes, "return": returns / episodes, "length": lengths / episodes}
+        run_returns = [r / e if e else math.nan for e, r, _ in rows]
+        return {
+            "episodes": episodes,
+            "return": returns / episodes,
+            "length": lengths / episodes,
+            "run_returns": run_returns,
+        }
 
     def state_dict(self):
         return {"finished": self.finished, "running": self.running, "length": self.length}
 
     def load_state_dict(self, state):
-        self.finished.copy_(state["finished"])
+        self.finished.copy_(state["finished"].reshape(self.finished.shape))
         self.running.copy_(state["running"])
         self.length.copy_(state["length"])
 

@@ -35,14 +35,16 @@ class OffPolicyTrainer(Trainer):
         spec = agent.replay_spec()
         if spec.prioritized and spec.beta_frames <= 0:
             spec = dataclasses.replace(spec, beta_frames=int(cfg.total_frames))
-        self.frames_per_batch = int(cfg.frames_per_batch or env.batch_size.numel())
+        runs = progress.runs.n  # N runs: N x the envs, buffer_size rows and batch_size
+        self.frames_per_batch = int(cfg.frames_per_batch or 0) * runs or env.batch_size.numel()
         self.buffer = DeviceReplay(
             spec,
             info,
             agent.policy.in_keys,
-            cfg.buffer_size,
-            int(cfg.batch_size) // self.world,  # each rank samples its share of the minibatch
+            int(cfg.buffer_size) * runs,
+            int(cfg.batch_size) // self.world * runs,  # each rank samples its share
             self.device,
+            runs,
         )
         self.collector = make_collector(
             env,

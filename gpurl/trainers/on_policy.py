@@ -47,6 +47,15 @@ class OnPolicyTrainer(Trainer):
                 f"env.num_envs = {self.frames_per_batch}: pick a divisor"
             )
         self.minibatch_size = self.frames_per_batch // self.minibatches
+        # N runs (core/runs.py): each minibatch holds minibatch_size / N rows of every
+        # run, drawn from that run's own envs, run-major
+        self.n_runs = progress.runs.n
+        if self.n_runs > 1 and (self.frames_per_batch // self.n_runs) % self.minibatches:
+            raise ConfigError(
+                f"agent.minibatches={self.minibatches} does not divide trainer.rollout_steps "
+                f"x env.num_envs = {self.frames_per_batch // self.n_runs} (one run's rollout): "
+                f"pick a divisor"
+            )
         self.collector = make_collector(
             env,
             agent.policy,
@@ -65,6 +74,15 @@ class OnPolicyTrainer(Trainer):
         """Flat views [T x N] of what minibatches carry, and the minibatch buffers."""
         n = self.frames_per_batch
         self.perm = torch.empty(n, dtype=torch.long, device=self.device)
+        if self.n_runs > 1:  # row (t, k, e) of run k's T x E rows, flat in [T, N x E]
+            envs = batch.shape[1] // self.n_runs
+            own = torch.arange(n // self.n_runs, device=self.device)
+            self._run_rows = (
+                (own // envs) * batch.shape[1]
+                + torch.arange(self.n_runs, device=self.device).unsqueeze(1) * envs
+                + own % envs
+            )  # [N, T x E]
+            self._keys_rand = torch.empty(self._run_rows.shape, device=self.device)
         keys = [*self.agent.policy.in_keys, *self.agent.policy.out_keys]
         sources = {k: batch.get(k) for k in keys} | {k: targets.get(k) for k in targets.keys()}
         self._keys = list(sources)
@@ -90,13 +108,26 @@ class OnPolicyTrainer(Trainer):
             self._batch = batch
         size = self.minibatch_size
         for _ in range(self.epochs):
-            torch.randperm(self.frames_per_batch, device=self.device, out=self.perm)
+            self.shuffle()
             for i in range(self.minibatches):
                 index = self.perm[i * size : (i + 1) * size]
                 for src, dst in zip(self._sources, self._targets, strict=True):
                     torch.index_select(src, 0, index, out=dst)
                 self.metrics.add(self.agent.update(self._minibatch, self.progress))
                 self.progress.add_update()
+
+    def shuffle(self) -> None:
+        """A device permutation of the rollout's rows into self.perm; with N runs, each
+        run's rows shuffled among themselves and dealt run-major into every minibatch."""
+        if self.n_runs == 1:
+            torch.randperm(self.frames_per_batch, device=self.device, out=self.perm)
+            return
+        order = self._keys_rand.uniform_().argsort(dim=1)  # [N, T x E]
+        rows = self._run_rows.gather(1, order)
+        per = self.minibatch_size // self.n_runs
+        # minibatch i = rows[:, i per : (i + 1) per], flattened run-major
+        dealt = rows.reshape(self.n_runs, self.minibatches, per).transpose(0, 1)
+        self.perm.copy_(dealt.reshape(-1))
 
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:

@@ -56,9 +56,18 @@ class DeviceReplay:
         capacity: int,
         batch_size: int,
         device,
+        runs: int = 1,
     ):
         if spec.n_step < 1:
             raise ConfigError(f"agent.n_step must be >= 1, got {spec.n_step}")
+        if runs > 1 and spec.prioritized:
+            raise ConfigError(
+                "prioritized replay is not supported with trainer.num_seeds > 1 yet: set "
+                "agent.prioritized=false"
+            )
+        # N runs (core/runs.py): run k owns streams [k S/N, (k+1) S/N) and batch_size/N
+        # rows of each sample, drawn from its own streams only
+        self.runs = int(runs)
         self.spec, self.info, self.device = spec, info, torch.device(device)
         self.streams = prod(info.slot_shape)
         self.rows = max(-(-int(capacity) // self.streams), spec.n_step + 1)
@@ -148,7 +157,13 @@ class DeviceReplay:
         if self.filled == 0:
             raise RuntimeError("sample() from an empty replay")
         n, S, spec = self.batch_size, self.streams, self.spec
-        if self.sampler is None:
+        if self.runs > 1:
+            per, R = S // self.runs, self.runs
+            i = torch.randint(self.filled * per, (R, n // R), device=self.device)
+            own = torch.arange(R, device=self.device).unsqueeze(1) * per
+            index = ((i // per) * S + i % per + own).reshape(-1)
+            weight = torch.ones(n, device=self.device)
+        elif self.sampler is None:
             index = torch.randint(self.filled * S, (n,), device=self.device)
             weight = torch.ones(n, device=self.device)
         else:
@@ -174,6 +189,13 @@ class DeviceReplay:
             spec.gamma,
         )
         valid = d["valid"][row, stream].float() if "valid" in d else torch.ones_like(ret)
+        if self.runs > 1 and "valid" in d:
+            # losses divide by all N runs' valid rows (core/replay.weighted_mean): weigh
+            # each run's rows so that this is the mean of the runs' own means
+            own = valid.reshape(self.runs, -1).sum(1, keepdim=True).clamp_min(1.0)
+            weight = weight * (valid.sum().clamp_min(1.0) / (self.runs * own)).expand(
+                self.runs, n // self.runs
+            ).reshape(-1)
         out = {k[1:]: self._restore(k[1:], d[k][row, stream]) for k in d if k[0] == "obs"}
         batch = TensorDict(
             {normalize(k): v for k, v in out.items()}, batch_size=[n], device=self.device

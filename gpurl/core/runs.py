@@ -1,0 +1,285 @@
+"""Many independent runs in one process (`trainer.num_seeds=N`): the run layout and the
+pieces that keep N runs apart while they share every kernel.
+
+The layout. Run k owns a contiguous slice of every batch, run-major: envs
+[k E, (k+1) E) of an env of N x E, rows [k B, (k+1) B) of a replay sample of N x B,
+rows [k M, (k+1) M) of an on-policy minibatch. Nothing else in a batch says which run a
+row belongs to: the layers below find it by reshaping the leading dims to [N, -1].
+
+The networks. `Runs.build(factory)` calls the factory once per run, each under run k's
+own generator (seeded seed + k, so run k's initial weights depend on its seed alone),
+and stacks the N copies into one module whose Linear and LayerNorm layers hold [N, ...]
+weights (RunLinear, RunLayerNorm). Such a module runs N networks in one batched matmul
+per layer, and the module's own code (forward, sample, logits...) runs unchanged.
+
+The update. Each run's loss is a mean over its rows, and the agents' losses are means
+over all N x B rows; RunAdam's `backward_and_step` scales the loss by N, so the
+gradient of each run's weights is exactly its own loss's gradient (no run's weights
+touch another run's rows). Gradient clipping is per run, and Adam is elementwise, with
+a learning rate that may differ per run. Changing one run's hyperparameter leaves every
+other run's numbers unchanged.
+
+With N = 1 (the default) every helper here is the identity: `build` returns the
+factory's module and agents keep torch's fused Adam.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gpurl.errors import ConfigError
+
+
+class RunLinear(nn.Module):
+    """N Linear layers as one: weight [N, out, in], bias [N, out]. Input [N x X..., in],
+    run-major over its leading dims; output [N x X..., out]."""
+
+    def __init__(self, layers: Sequence[nn.Linear]):
+        super().__init__()
+        self.weight = nn.Parameter(torch.stack([m.weight.detach() for m in layers]))
+        bias = [m.bias for m in layers]
+        self.bias = (
+            None if bias[0] is None else nn.Parameter(torch.stack([b.detach() for b in bias]))
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = self.weight.shape[0]
+        h = x.reshape(n, -1, x.shape[-1])
+        wt = self.weight.transpose(1, 2)
+        out = (
+            torch.bmm(h, wt) if self.bias is None else torch.baddbmm(self.bias.unsqueeze(1), h, wt)
+        )
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def run(self, k: int) -> nn.Linear:
+        out, inp = self.weight.shape[1:]
+        layer = nn.Linear(inp, out, bias=self.bias is not None, device=self.weight.device)
+        with torch.no_grad():
+            layer.weight.copy_(self.weight[k])
+            if self.bias is not None:
+                layer.bias.copy_(self.bias[k])
+        return layer
+
+
+class RunLayerNorm(nn.Module):
+    """N LayerNorms over the last dim as one: weight and bias [N, D]."""
+
+    def __init__(self, layers: Sequence[nn.LayerNorm]):
+        super().__init__()
+        first = layers[0]
+        if len(first.normalized_shape) != 1 or not first.elementwise_affine:
+            raise ConfigError(
+                "trainer.num_seeds > 1 stacks LayerNorms over one dim with affine weights"
+            )
+        self.eps = first.eps
+        self.weight = nn.Parameter(torch.stack([m.weight.detach() for m in layers]))
+        self.bias = nn.Parameter(torch.stack([m.bias.detach() for m in layers]))
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, d = self.weight.shape
+        h = F.layer_norm(x, (d,), eps=self.eps).reshape(n, -1, d)
+        return torch.addcmul(self.bias.unsqueeze(1), h, self.weight.unsqueeze(1)).reshape(x.shape)
+
+    def run(self, k: int) -> nn.LayerNorm:
+        d = self.weight.shape[1]
+        layer = nn.LayerNorm(d, eps=self.eps, device=self.weight.device)
+        with torch.no_grad():
+            layer.weight.copy_(self.weight[k])
+            layer.bias.copy_(self.bias[k])
+        return layer
+
+
+class LearnedVector(nn.Module):
+    """A learned vector [d] read per row: forward(x [..., d]) is it broadcast to x's shape
+    (a state-independent log-std). Stacks into RunLearnedVector."""
+
+    def __init__(self, value: Tensor):
+        super().__init__()
+        self.value = nn.Parameter(value.detach().clone())
+
+    def forward(self, like: Tensor) -> Tensor:
+        return self.value.expand_as(like)
+
+
+class RunLearnedVector(nn.Module):
+    """N LearnedVectors as one: value [N, d], read per row of a run-major [N x X..., d]."""
+
+    def __init__(self, layers: Sequence[LearnedVector]):
+        super().__init__()
+        self.value = nn.Parameter(torch.stack([m.value.detach() for m in layers]))
+
+    def forward(self, like: Tensor) -> Tensor:
+        n, d = self.value.shape
+        rows = like.reshape(n, -1, d).shape[1]
+        return self.value.unsqueeze(1).expand(n, rows, d).reshape(like.shape)
+
+    def run(self, k: int) -> LearnedVector:
+        return LearnedVector(self.value[k])
+
+
+STACKABLE = {nn.Linear: RunLinear, nn.LayerNorm: RunLayerNorm, LearnedVector: RunLearnedVector}
+RUN_LAYERS = (RunLinear, RunLayerNorm, RunLearnedVector)
+
+
+def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = root.get_submodule(parent_name) if parent_name else root
+    parent.add_module(child, new)
+
+
+def stack_modules(copies: Sequence[nn.Module]) -> nn.Module:
+    """One module computing the N `copies` (same architecture, own weights) at once: a
+    deep copy of the first whose Linear and LayerNorm layers hold all N runs' weights.
+    Any other layer with parameters (a convolution, a noisy layer) is refused."""
+    cls = STACKABLE.get(type(copies[0]))
+    if cls is not None:  # a single layer
+        return cls(copies)
+    stacked = copy.deepcopy(copies[0])
+    for name, module in list(stacked.named_modules()):
+        cls = STACKABLE.get(type(module))
+        if cls is not None:
+            _replace(stacked, name, cls([c.get_submodule(name) for c in copies]))
+        elif any(True for _ in module.parameters(recurse=False)):
+            raise ConfigError(
+                f"trainer.num_seeds > 1 stacks networks of Linear and LayerNorm layers; this "
+                f"one has a {type(module).__name__} ({name or 'the network itself'}): train "
+                f"the seeds as separate processes (-m seed=0,1,2) instead"
+            )
+    return stacked
+
+
+def unstack_module(module: nn.Module, k: int) -> nn.Module:
+    """Run k of a stacked module, as the plain module one run would have built (its own
+    copy: evaluation and tests read it; training never does)."""
+    if isinstance(module, RUN_LAYERS):
+        return module.run(k)
+    single = copy.deepcopy(module)
+    for name, sub in list(single.named_modules()):
+        if isinstance(sub, RUN_LAYERS):
+            _replace(single, name, sub.run(k))
+    return single
+
+
+class Runs:
+    """The N runs of this process: their seeds, their per-run hyperparameters and their
+    generators for building networks. Every part reads it off the progress record
+    (`progress.runs`). `per_seed` maps an agent key (lr, actor_lr...) to N values."""
+
+    def __init__(self, n: int = 1, seed: int = 0, per_seed: Mapping[str, Sequence] | None = None):
+        if int(n) < 1:
+            raise ConfigError(f"trainer.num_seeds must be >= 1, got {n}")
+        self.n = int(n)
+        self.seeds = [int(seed) + k for k in range(self.n)]
+        self.per_seed = {k: [float(x) for x in v] for k, v in (per_seed or {}).items()}
+        for key, values in self.per_seed.items():
+            if len(values) != self.n:
+                raise ConfigError(
+                    f"trainer.per_seed.{key} has {len(values)} values for trainer.num_seeds="
+                    f"{self.n}: give one per seed"
+                )
+        self._rng = [torch.Generator().manual_seed(s).get_state() for s in self.seeds]
+
+    @property
+    def many(self) -> bool:
+        return self.n > 1
+
+    def build(self, factory: Callable[[], nn.Module]) -> nn.Module:
+        """factory() for one run; for N runs, the factory's module built once per run from
+        run k's own generator and stacked (stack_modules)."""
+        if not self.many:
+            return factory()
+        copies = []
+        for k in range(self.n):
+            with torch.random.fork_rng(devices=[]):
+                torch.set_rng_state(self._rng[k])
+                copies.append(factory())
+                self._rng[k] = torch.get_rng_state()
+        return stack_modules(copies)
+
+    def value(self, key: str, default, device=None) -> float | Tensor:
+        """The hyperparameter `key`: the config's float, or [N] values from per_seed."""
+        if key not in self.per_seed:
+            return float(default)
+        return torch.tensor(self.per_seed[key], device=device)
+
+    def full(self, value: float, device=None) -> Tensor:
+        """A per-run scalar: shape [] for one run, [N] for N runs."""
+        shape = (self.n,) if self.many else ()
+        return torch.full(shape, float(value), device=device)
+
+    def per_row(self, value, like: Tensor):
+        """`value` (a float, or [N] per run) broadcast over the rows of `like` [N x B, ...]."""
+        if not isinstance(value, Tensor) or value.dim() == 0:
+            return value
+        rows = value.repeat_interleave(like.shape[0] // self.n)
+        return rows.reshape(-1, *([1] * (like.dim() - 1)))
+
+    def split(self, x: Tensor) -> Tensor:
+        """[N x X, ...] -> [N, X, ...]."""
+        return x.reshape(self.n, -1, *x.shape[1:])
+
+    def check(self, feature: str) -> None:
+        """Refuse `feature` with N runs (one line)."""
+        if self.many:
+            raise ConfigError(f"{feature} is not supported with trainer.num_seeds > 1 yet")
+
+
+ONE_RUN = Runs()
+
+
+class RunAdam(torch.optim.Optimizer):
+    """Adam over N runs' stacked parameters [N, ...], with a learning rate per run and
+    gradient clipping per run (torch's Adam and clip_grad_norm_, run by run)."""
+
+    def __init__(self, params, runs: int, lr, betas=(0.9, 0.999), eps: float = 1e-8):
+        if not isinstance(lr, Tensor):
+            lr = torch.full((runs,), float(lr))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+        self.runs = int(runs)
+        for group in self.param_groups:
+            group["lr"] = group["lr"].to(group["params"][0].device)
+
+    def _view(self, x: Tensor, like: Tensor) -> Tensor:
+        """A per-run [N] tensor shaped to broadcast over `like` [N, ...]; a scalar as is."""
+        return x if x.dim() == 0 else x.reshape(self.runs, *([1] * (like.dim() - 1)))
+
+    def backward_and_step(self, loss: Tensor, max_norm: float | None) -> None:
+        """Backward of the mean-over-all-rows `loss` as the sum of the runs' own means
+        (each run's gradient its own), clip each run's gradient, step."""
+        self.zero_grad(set_to_none=True)
+        (loss * self.runs).backward()
+        self.step(max_norm)
+
+    @torch.no_grad()
+    def step(self, max_norm: float | None = None) -> None:
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            if max_norm:
+                sq = sum(g.reshape(self.runs, -1).square().sum(1) for g in grads)
+                coef = (float(max_norm) / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+                for g in grads:
+                    g.mul_(self._view(coef, g))
+            beta1, beta2 = group["betas"]
+            for p, g in zip(params, grads, strict=True):
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), device=p.device)
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+                m.lerp_(g, 1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                bias1 = 1 - beta1**t
+                bias2_sqrt = (1 - beta2**t).sqrt()
+                denom = (v.sqrt() / bias2_sqrt).add_(group["eps"])
+                step_size = self._view(group["lr"], p) / bias1
+                p.sub_(step_size * m / denom)

@@ -1,0 +1,249 @@
+"""Many seeds in one process (trainer.num_seeds, gpurl/core/runs.py): a stacked update is
+N separate updates, runs are independent of each other, a resumed group equals the
+uninterrupted one, and each run leaves the files a run of its own would."""
+
+import json
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from gpurl.agents import make_agent
+from gpurl.core.progress import Progress
+from gpurl.core.runs import RunAdam, Runs, stack_modules, unstack_module
+from gpurl.envs import make_env
+from gpurl.envs.info import env_info
+from gpurl.errors import ConfigError
+from gpurl.policies import LOG_PROB, VALUE
+from gpurl.train import build, load_config, run
+from tests.test_resume import tensors_equal, train_to
+
+N, B = 3, 16
+
+
+def build_agents(agent: str, env: str, extra=()):
+    """A stacked agent of N runs and N single agents holding the same weights."""
+    cfg = load_config([f"agent={agent}", f"env={env}", "agent.hidden=[16,16]", *extra])
+    info = env_info(make_env(cfg.env, num_envs=2))
+    stacked = make_agent(cfg.agent, info, Progress("cpu", 1, Runs(N, seed=0)))
+    singles = [make_agent(cfg.agent, info, Progress("cpu")) for _ in range(N)]
+    for k, single in enumerate(singles):
+        for name, module in single.modules().items():
+            module.load_state_dict(run_state(stacked.modules()[name], k, module))
+    return stacked, singles, info
+
+
+def run_state(stacked_module, k, like):
+    """Run k's state dict of a stacked module, shaped as `like`'s (a per-run [N]
+    parameter, SAC's temperature, becomes run k's scalar)."""
+    state = unstack_module(stacked_module, k).state_dict()
+    ref = like.state_dict()
+    return {key: v[k] if v.shape != ref[key].shape else v for key, v in state.items()}
+
+
+def random_batch(info, kind: str, rows: int) -> TensorDict:
+    """Replay-sample (off-policy) or rollout-minibatch (on-policy) entries of `rows` rows."""
+    obs = {k: torch.randn(rows, *info.obs_shapes[k]) for k in info.obs_keys}
+    if info.discrete:
+        action = torch.randint(info.n_actions, (rows,))
+    else:
+        low, high = info.action_bounds
+        action = low + (high - low) * torch.rand(rows, info.action_dim)
+    batch = TensorDict({**obs, "action": action}, batch_size=[rows])
+    if kind == "off":
+        nxt = {k: torch.randn(rows, *info.obs_shapes[k]) for k in info.obs_keys}
+        batch.set("next", TensorDict(nxt, batch_size=[rows]))
+        batch.set("reward", torch.randn(rows))
+        batch.set("discount", torch.full((rows,), 0.99))
+        batch.set("weight", torch.ones(rows))
+        batch.set("valid", torch.ones(rows))
+    else:
+        batch.set(LOG_PROB, -torch.rand(rows) - 0.5)
+        for key in (VALUE, "advantage", "value_target"):
+            batch.set(key, torch.randn(rows))
+    return batch
+
+
+UPDATE_CASES = {
+    "dqn": ("dqn", "cartpole", "off", ["agent.max_grad_norm=1.0"]),
+    "dqn_hard_target": ("dqn", "cartpole", "off", ["agent.target_update=hard"]),
+    "sac": ("sac", "pendulum", "off", ["agent.max_grad_norm=0.5"]),
+    "td3": ("td3", "pendulum", "off", ["agent.target_noise=0.0"]),
+    "ppo": ("ppo", "cartpole", "on", []),
+    "ppo_pendulum": ("ppo", "pendulum", "on", []),
+    "pqn": ("pqn", "cartpole", "on", []),
+}
+
+
+@pytest.mark.parametrize("case", UPDATE_CASES)
+def test_stacked_update_equals_separate_updates(case, monkeypatch):
+    agent, env, kind, extra = UPDATE_CASES[case]
+    # the actors' sampling noise is drawn once for all rows stacked, once per run apart:
+    # zero it so both sides see the same actions (the math is what is compared)
+    monkeypatch.setattr(torch, "randn_like", torch.zeros_like)
+    torch.manual_seed(0)
+    stacked, singles, info = build_agents(agent, env, extra)
+    for _step in range(4):  # Adam's moments, TD3's delayed actor and a hard copy included
+        batches = [random_batch(info, kind, B) for _ in range(N)]
+        stacked.update(torch.cat(batches), stacked.progress)
+        stacked.progress.add_update()
+        for single, batch in zip(singles, batches, strict=True):
+            single.update(batch, single.progress)
+            single.progress.add_update()
+    for k, single in enumerate(singles):
+        for name, module in single.modules().items():
+            got = run_state(stacked.modules()[name], k, module)
+            for key, want in module.state_dict().items():
+                torch.testing.assert_close(
+                    got[key], want, atol=2e-5, rtol=1e-4, msg=f"{name}.{key}"
+                )
+
+
+def test_run_adam_is_torch_adam_run_by_run():
+    torch.manual_seed(1)
+    nets = [torch.nn.Linear(5, 3) for _ in range(N)]
+    stacked = stack_modules(nets)
+    lrs = torch.tensor([1e-2, 3e-3, 1e-3])
+    adam = RunAdam(stacked.parameters(), N, lrs)
+    singles = [
+        torch.optim.Adam(n.parameters(), lr=float(lr)) for n, lr in zip(nets, lrs, strict=True)
+    ]
+    for _ in range(3):
+        x = torch.randn(N * 8, 5)
+        adam.backward_and_step(stacked(x).square().mean(), max_norm=0.1)
+        for k, (net, opt) in enumerate(zip(nets, singles, strict=True)):
+            opt.zero_grad()
+            net(x[k * 8 : (k + 1) * 8]).square().mean().backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.1)
+            opt.step()
+    for k, net in enumerate(nets):
+        torch.testing.assert_close(stacked.weight[k], net.weight, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(stacked.bias[k], net.bias, atol=1e-6, rtol=1e-5)
+
+
+def test_runs_build_each_run_from_its_own_seed():
+    """Run k's initial weights depend on seed + k alone, not on how many runs there are."""
+    three = Runs(3, seed=5).build(lambda: torch.nn.Linear(4, 2))
+    two = Runs(2, seed=6).build(lambda: torch.nn.Linear(4, 2))
+    assert torch.equal(three.weight[1], two.weight[0])
+    assert not torch.equal(three.weight[0], three.weight[1])
+
+
+SMALL = ["trainer.progress=false", "logger=none", "env.eval_envs=2", "agent.hidden=[16,16]"]
+INDEPENDENCE_CASES = {
+    "dqn": [
+        "env=cartpole",
+        "agent=dqn",
+        "env.num_envs=4",
+        "trainer.batch_size=16",
+        "trainer.init_random_frames=32",
+        "trainer.total_frames=160",
+        "trainer.eval_interval=80",
+    ],
+    "ppo": [
+        "env=cartpole",
+        "agent=ppo",
+        "env.num_envs=4",
+        "trainer.rollout_steps=8",
+        "agent.minibatches=2",
+        "trainer.total_frames=96",
+        "trainer.eval_interval=64",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", INDEPENDENCE_CASES)
+def test_changing_one_runs_learning_rate_leaves_the_others_unchanged(tmp_path, case):
+    def train(lrs):
+        cfg = load_config(
+            [*INDEPENDENCE_CASES[case], *SMALL, "trainer.num_seeds=3", f"trainer.per_seed.lr={lrs}"]
+        )
+        trainer = build(cfg, tmp_path / lrs)
+        trainer.train()
+        return trainer
+
+    a = train("[1e-3,1e-3,1e-3]")
+    b = train("[1e-3,1e-2,1e-3]")
+    for name, module in a.agent.modules().items():
+        if name == "exploration":
+            continue
+        for k in range(3):
+            same = tensors_equal(
+                unstack_module(module, k).state_dict(),
+                unstack_module(b.agent.modules()[name], k).state_dict(),
+            )
+            assert same == (k != 1), (name, k)
+    assert returns(a.run_eval_log[0]) == returns(b.run_eval_log[0])
+    assert returns(a.run_eval_log[2]) == returns(b.run_eval_log[2])
+
+
+def returns(log):
+    """An evaluation log less its wall-clock times."""
+    return [{k: v for k, v in e.items() if k != "wall_s"} for e in log]
+
+
+@pytest.mark.slow  # three short runs: seconds (CI runs slow tests)
+def test_resumed_group_equals_the_uninterrupted_group_bitwise(tmp_path):
+    args = [
+        "env=cartpole",
+        "env.num_envs=4",
+        "agent.hidden=[32,32]",
+        "trainer.batch_size=32",
+        "trainer.init_random_frames=64",
+        "trainer.num_seeds=2",
+        "trainer.per_seed.lr=[1e-3,3e-3]",
+        "trainer.progress=false",
+        "trainer.log_interval=64",
+        "trainer.eval_interval=128",
+        "trainer.checkpoint_interval=128",
+        "seed=3",
+    ]
+    whole, whole_summary = train_to(args, 256, tmp_path / "whole")
+    train_to(args, 128, tmp_path / "first")
+    second, second_summary = train_to(args, 256, tmp_path / "second", resume=tmp_path / "first")
+    assert second.frames == whole.frames == 256
+    assert [returns(x) for x in second.run_eval_log] == [returns(x) for x in whole.run_eval_log]
+    assert second_summary["eval_returns"] == whole_summary["eval_returns"]
+    for name, module in whole.agent.modules().items():
+        assert tensors_equal(module.state_dict(), second.agent.modules()[name].state_dict()), name
+
+
+def test_each_run_leaves_the_files_of_a_run_of_its_own(tmp_path):
+    from tools.sweep_summary import load_runs
+
+    cfg = load_config([*INDEPENDENCE_CASES["dqn"], *SMALL, "trainer.num_seeds=3", "seed=7"])
+    path = run(cfg, tmp_path)
+    group = json.loads(path.read_text())
+    assert group["seeds"] == [7, 8, 9] and len(group["eval_returns"]) == 3
+    assert group["aggregate"]["runs"] == 3
+    lo, hi = group["aggregate"]["iqm_ci"]
+    assert lo <= group["aggregate"]["iqm"] <= hi
+    assert (tmp_path / "seeds_curve.png").stat().st_size > 0
+    runs = load_runs(tmp_path)  # as tools/sweep_summary.py reads a sweep
+    assert sorted(r["seed"] for r in runs) == [7, 8, 9]
+    for r in runs:
+        assert r["eval_return"] == group["eval_returns"][r["seed"] - 7]
+        assert r["eval_history"][-1][0] == group["frames"] == 160
+        assert r["commit"] == group["commit"]
+    assert {tuple(r["overrides"]) for r in runs} == {tuple(runs[0]["overrides"])}
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["agent=rainbow", "trainer.num_seeds=2"], "agent=rainbow trains one seed per process"),
+        (["trainer.num_seeds=2", "trainer.per_seed.lr=[1e-3]"], "has 1 values"),
+        (["trainer.per_seed.lr=[1e-3,2e-3]"], "needs trainer.num_seeds > 1"),
+        (
+            ["agent=sac", "env=pendulum", "trainer.num_seeds=2", "trainer.per_seed.lr=[1,2]"],
+            "no agent.lr",
+        ),
+        (["trainer.num_seeds=2", "agent.prioritized=true"], "prioritized replay"),
+        (["env=pixels", "env.num_envs=4", "agent=ppo", "trainer.num_seeds=2"], "Conv2d"),
+    ],
+)
+def test_many_seeds_refuses_what_it_cannot_do_in_one_line(tmp_path, overrides, message):
+    cfg = load_config([*overrides, *SMALL])
+    with pytest.raises(ConfigError, match=message) as err:
+        build(cfg, tmp_path)
+    assert "\n" not in str(err.value)
