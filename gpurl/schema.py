@@ -1095,7 +1095,7 @@ class HRLDQN(Schema):
         ge=1,
         note=(
             "On a CPU the seed benchmark's episode ran 21.2 s with worker_chunk 6 against 24.0 s",
-            "with 24 (docs/BENCHMARKS.md, 2026-11-24).",
+            "with 24 (docs/benchmarks.md#packing-seed-benchmark).",
         ),
     )
     bf16: bool = key(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MarineNav presets on a lent GPU (docs/BENCHMARKS.md "MarineNav agents"): many runs at
+# MarineNav presets on a lent GPU (docs/benchmarks.md#gpu): many runs at
 # once, each its own process, sharing the device through CUDA MPS when the machine has
 # it (small kernels from different processes then overlap; without it they take turns).
 # From the repo root, in one device call or across calls made while the machine is warm:

@@ -1,13 +1,13 @@
 """Learning checks (marked slow: minutes each on 2 CPU cores; CI runs them too).
 
 Each trains an experiment preset with its defaults for seed 0 and asserts the greedy
-evaluation return that docs/RESULTS.md reports for seeds 0, 1 and 2.
+evaluation return that docs/results.md reports for seeds 0, 1 and 2.
 
 The Pendulum presets run 20k frames there; here they stop at 10k and must already be at
 -200 (a stricter budget, which keeps CI under 45 minutes): every recorded run of SAC,
-TD3 and DDPG, seeds 0-2, evaluates at -128 to -159 at 10k frames (docs/bench/
-*_pendulum_s*_summary.json), and none of them has a schedule tied to total_frames, so a
-10k-frame run is the first half of the 20k one.
+TD3 and DDPG, seeds 0-2, evaluates at -128 to -159 at 10k frames (docs/bench/agents/
+pendulum/*_pendulum_s*_summary.json), and none of them has a schedule tied to
+total_frames, so a 10k-frame run is the first half of the 20k one.
 """
 
 import pytest

@@ -1,6 +1,6 @@
 """The six MarineNav presets (experiment=marinenav_{iqn,acqin,rainbow,dqn,ddpg,sac})
 compose with the project's config loader and build their agent on the MarineNav env of
-their action kind, with the settings docs/RESULTS.md reports them by: the shared
+their action kind, with the settings docs/results.md#marinenav reports them by: the shared
 curriculum and budget, and IQN's and AC-IQN's risk-averse greedy acting. A tiny env
 and replay keep the six builds to a few seconds; training is left to the other tests."""
 

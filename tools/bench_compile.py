@@ -2,7 +2,7 @@
 
     python tools/bench_compile.py --what env                       # 64 and 1,024 envs
     python tools/bench_compile.py --what env --num-envs 1024 --impls gpurl_eager envpool
-    python tools/bench_compile.py --what env --pin-cpu 1 --out docs/bench/x.jsonl
+    python tools/bench_compile.py --what env --pin-cpu 1 --out docs/bench/peers/x.jsonl
     python tools/bench_compile.py --what agents --num-envs 64               # CPU
     python tools/bench_compile.py --what agents --device cuda --num-envs 1024 16384
     python tools/bench_compile.py --what agents --agents marinenav --num-envs 64 # six presets

@@ -1,6 +1,6 @@
 """Stable-Baselines3's DQN on CartPole-v1 with the RL Zoo's tuned hyperparameters, timed
 on this machine: the wall time a researcher would pay with the library they would
-otherwise pick, next to gpurl's dqn_cartpole preset (docs/RESULTS.md).
+otherwise pick, next to gpurl's dqn_cartpole preset (docs/results.md#cartpole).
 
     pip install -e '.[peers]'          # stable-baselines3
     python tools/bench_sb3.py --seeds 0 1 2

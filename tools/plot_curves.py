@@ -1,14 +1,14 @@
 """Presets' learning curves over seeds: the greedy evaluation return of every record
 against training frames, their mean, and the floors a curve is read against.
 
-    python tools/plot_curves.py docs/bench/atari_breakout_ppo_s?_summary.json \\
+    python tools/plot_curves.py docs/bench/agents/atari/atari_breakout_ppo_s?_summary.json \\
         --out docs/atari_breakout_ppo_curve.png --floor 0.9 --frame-factor 4
-    python tools/plot_curves.py docs/bench/vmas_navigation_{dqn,sac}_s?_summary.json \\
+    python tools/plot_curves.py docs/bench/agents/vmas/vmas_navigation_{dqn,sac}_s?_summary.json \\
         --out docs/vmas_navigation_curves.png \\
-        --floors docs/bench/eval_vmas_navigation_cpu_2026-11-25.jsonl
+        --floors docs/bench/agents/vmas/eval_vmas_navigation_cpu_2026-11-25.jsonl
 
 Reads run records (summary.json files, or the copies tools/record_learning.py keeps in
-docs/bench/), one panel per preset. `--floor` draws random play's return
+docs/bench/agents/), one panel per preset. `--floor` draws random play's return
 (tools/random_return.py) as a line in every panel; `--floors` reads JSON-lines records
 of tools/random_return.py or tools/eval_vmas.py and draws, in each preset's panel, the
 mean over seeds of each policy's return on that preset ("random" where a record names

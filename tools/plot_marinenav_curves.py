@@ -5,7 +5,8 @@ docs/bench/) and draws, for each agent, every seed's overall success at each
 evaluation, their mean, the scripted baseline's success (0.90 discrete, 0.88
 continuous: tools/eval_marinenav.py) and the curriculum's stage boundaries.
 
-    python tools/plot_marinenav_curves.py docs/bench/marinenav_*_summary.json --out docs
+    python tools/plot_marinenav_curves.py docs/bench/agents/marinenav/marinenav_*_summary.json \
+        --out docs
     python tools/plot_marinenav_curves.py docs/bench/gpu/*_h100_summary.json --out docs \
         --suffix _h100 --scripted 0.92 0.92   # the baseline as evaluated on that device
 

@@ -4,8 +4,9 @@ Reads run records (summary.json files, or their copies in docs/bench/) and draws
 seed's greedy utilisation at each evaluation, their mean, and the random and heuristic
 policies' utilisation as lines, read from tools/eval_packing.py's JSON records.
 
-    python tools/plot_packing_curves.py docs/bench/packing_hrl_cpu_s*_summary.json \
-        --baselines docs/bench/eval_packing_hrl_cpu_2026-11-24.jsonl --out docs/packing_hrl_cpu.png
+    python tools/plot_packing_curves.py docs/bench/agents/packing/packing_hrl_cpu_s*_summary.json \
+        --baselines docs/bench/agents/packing/eval_packing_hrl_cpu_2026-11-24.jsonl \
+        --out docs/packing_hrl_cpu.png
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Reads run records (summary.json files, or the copies tools/record_learning.py ke
 docs/bench/) and draws, for each agent, every seed's success and return at each
 evaluation (eval_log), their mean, and the success target.
 
-    python tools/plot_pixels_curves.py docs/bench/pixels_*_summary.json --out docs
+    python tools/plot_pixels_curves.py docs/bench/agents/pixels/pixels_*_summary.json --out docs
 """
 
 from __future__ import annotations

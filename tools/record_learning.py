@@ -1,14 +1,16 @@
-"""Train presets over seeds and keep each run's record in docs/bench/.
+"""Train presets over seeds and keep each run's record in docs/bench/agents/<family>/.
 
     python tools/record_learning.py dqn_cartpole ppo_cartpole --seeds 0 1 2
-    python tools/record_learning.py sac_pendulum --seeds 0 --out docs/bench -- trainer.utd=2
+    python tools/record_learning.py sac_pendulum --seeds 0 --suffix _utd2 -- trainer.utd=2
     python tools/record_learning.py marinenav_iqn marinenav_acqin --jobs 6 -- device=cuda
 
 Each run is `python -m gpurl.train experiment=PRESET seed=S` in its own process (the
 same command a user types, so the record is what a user gets), under runs/record/.
 Its summary.json (evaluation history, final evaluation, wall time, commit, versions,
-device, config) is copied to OUT/PRESET_sS_summary.json, and one JSON line per run is
-printed. Quote RESULTS.md tables from these records (tools/summarize_runs.py).
+device, config) is copied to OUT/PRESET_sS_summary.json (OUT defaults to
+docs/bench/agents/<family>/, the family named in the preset: cartpole, pendulum, pixels,
+...), and one JSON line per run is printed. docs/results.md is generated from these
+records by tools/report.py (docs/bench/catalog.yaml names the current ones).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("presets", nargs="+", help="experiment presets (gpurl/configs/experiment)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--out", default="docs/bench")
+    p.add_argument("--out", default=None, help="default: docs/bench/agents/<family>/")
     p.add_argument("--suffix", default="", help="added to the record's file name")
     p.add_argument(
         "--jobs",
@@ -42,8 +44,9 @@ def main(argv=None) -> int:
     if args.jobs < 1:
         p.error(f"--jobs must be >= 1, got {args.jobs}")
     overrides = [o for o in overrides if o != "--"]
-    out = ROOT / args.out
-    out.mkdir(parents=True, exist_ok=True)
+    outs = {p: ROOT / (args.out or f"docs/bench/agents/{family(p)}") for p in args.presets}
+    for out in outs.values():
+        out.mkdir(parents=True, exist_ok=True)
     queue = [(preset, seed) for preset in args.presets for seed in args.seeds]
     running: list[tuple[str, int, Path, float, subprocess.Popen]] = []
     failed = 0
@@ -68,8 +71,18 @@ def main(argv=None) -> int:
         time.sleep(0.5)
         for job in [j for j in running if j[4].poll() is not None]:
             running.remove(job)
-            failed += not _record(*job, out, args.suffix, overrides)
+            failed += not _record(*job, outs[job[0]], args.suffix, overrides)
     return 1 if failed else 0
+
+
+FAMILIES = ("marinenav", "packing", "pixels", "vmas", "dmc", "atari", "cartpole", "pendulum")
+
+
+def family(preset: str) -> str:
+    """The docs/bench/agents/ folder of a preset's records: the first family its name
+    names (dmc_cartpole_swingup_sac is dmc), else "other"."""
+    words = preset.split("_")
+    return next((f for f in FAMILIES if f in words), "other")
 
 
 def _record(preset, seed, run_dir, started, proc, out, suffix, overrides) -> bool:

@@ -7,7 +7,7 @@ each with the trainer's frame count, every --interval seconds. Nothing is added 
 loop itself.
 
     python tools/soak.py experiment=dqn_cartpole trainer.total_frames=1000000 \
-        --out docs/bench/soak.jsonl --plot docs/soak.png
+        --out docs/bench/soak/soak.jsonl --plot docs/img/results/soak.png
 
 Warm-up: memory may rise until the replay is full (its pages are touched as it fills),
 the first evaluation has run (the eval env's buffers) and the first checkpoint has been

@@ -3,7 +3,7 @@ runs by config (their Hydra overrides less `seed`), and write one table, one JSO
 per config and one plot of the evaluation curves.
 
     python tools/sweep_summary.py multirun/2026-11-23/10-00-00
-    python tools/sweep_summary.py multirun/2026-11-23/10-00-00 --out docs/bench/my_sweep
+    python tools/sweep_summary.py multirun/2026-11-23/10-00-00 --out docs/bench/sweeps/my_sweep
 
 Writes to OUT (default: the sweep directory itself):
   sweep_summary.md     the table: per config, runs, seeds, final evaluation return

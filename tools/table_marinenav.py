@@ -6,8 +6,9 @@ files (runs evaluated on different devices, at different commits) into one table
 the same form, with a column for the device each record was evaluated on:
 
     python tools/table_marinenav.py \\
-        --row docs/bench/eval_marinenav_iqn_cvar_cpu_2026-11-23.jsonl "iqn cvar 0.25" IQN \\
-        --row docs/bench/eval_marinenav_h100_2026-11-23.jsonl rainbow Rainbow \\
+        --row docs/bench/agents/marinenav/eval_marinenav_iqn_cvar_cpu_2026-11-23.jsonl \\
+            "iqn cvar 0.25" IQN \\
+        --row docs/bench/gpu/eval_marinenav_h100_2026-11-23.jsonl rainbow Rainbow \\
         --device-name cpu=CPU cuda=H100 --out /tmp/t.md
 
 Each --row FILE POLICY LABEL takes FILE's records whose "policy" is POLICY (every run

@@ -357,7 +357,7 @@ class HRLDQNAgent(OffPolicyAgent):
         self.copied = torch.zeros((), dtype=torch.float64, device=dev)  # last target round
         # agent.bf16: forward passes in bf16 (gradients and Adam stay fp32), on CUDA and
         # on CPUs with native bf16 (AVX-512 BF16 / AMX: about 2x the fp32 rate for the
-        # U-Net and the ResNet here, docs/BENCHMARKS.md "Seed benchmark")
+        # U-Net and the ResNet here, docs/benchmarks.md#packing-seed-benchmark)
         self.bf16 = bool(cfg.get("bf16", False)) and bf16_supported(dev)
         self.device = dev
         self.policy = HRLPolicy(self)

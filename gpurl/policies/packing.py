@@ -35,7 +35,8 @@ WORKER_INPUTS = WORKER_CHANNELS + 3
 # Both networks keep their conv weights and inputs channels-last (NHWC), the layout
 # tensor cores want on CUDA; on this CPU's oneDNN it was the faster one for both at
 # R = 200, with the same outputs to 1e-7 (inline timings, 2026-11-24: U-Net 1.5x,
-# manager 1.2x; the end-to-end figures are bench_seed_packing's, docs/BENCHMARKS.md).
+# manager 1.2x; the end-to-end figures are bench_seed_packing's,
+# docs/benchmarks.md#packing-seed-benchmark).
 CONV_LAYOUT = torch.channels_last
 PLACEMENT_FEATURES = 3  # the placement term's inputs: z, top and the void under the item
 
@@ -131,7 +132,7 @@ class WorkerUNet(nn.Module):
             c_in = c
         self.levels = len(channels)
         # no channels: no U-Net, Q is the placement term alone (an ablation, and the CPU
-        # preset's worker: tests/test_hrl_dqn.py, docs/RESULTS.md "Packing agent")
+        # preset's worker: tests/test_hrl_dqn.py, docs/results.md#packing)
         self.out = nn.Conv2d(c_in, 1, 1) if channels else None
         if self.out is not None:
             # scores start at 0 everywhere: a cell's score moves only as training reaches
@@ -156,7 +157,7 @@ class WorkerUNet(nn.Module):
         # Both terms start at 0, as the U-Net's scores do. A random initial slope of the
         # state term over the heightmap's fill (up or down, by seed) is fed back through
         # the bootstrap into the placement term: a seed whose first state term rose with
-        # fill learned "higher is better" (docs/RESULTS.md, "Packing agent"). From 0, the
+        # fill learned "higher is better" (docs/results.md#packing). From 0, the
         # first slopes are the rewards' own.
         for head in (self.corner, self.state):
             if head is not None:

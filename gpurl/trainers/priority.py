@@ -177,7 +177,7 @@ def importance_weights(probability: Tensor, size: int | Tensor, beta: float | Te
 
 
 # Below this many entries cumsum + searchsorted beats the sum tree on a CPU (measured
-# 3.3x faster at 1e5, 1.36x slower at 1e6; docs/BENCHMARKS.md, "Prioritized sampling").
+# 3.3x faster at 1e5, 1.36x slower at 1e6; docs/benchmarks.md#updates).
 CPU_SUMTREE_FROM = 700_000
 
 

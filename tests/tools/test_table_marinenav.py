@@ -11,7 +11,7 @@ from gpurl.errors import ConfigError
 from tools import table_marinenav
 
 BENCH = Path(__file__).resolve().parents[2] / "docs" / "bench"
-H100 = BENCH / "eval_marinenav_h100_2026-11-23.jsonl"
+H100 = BENCH / "gpu" / "eval_marinenav_h100_2026-11-23.jsonl"
 POLICIES = ["scripted (discrete)", "random (discrete)", "scripted (continuous)"]
 POLICIES += ["random (continuous)", "acqin", "ddpg", "dqn", "iqn", "rainbow", "sac"]
 
@@ -25,7 +25,7 @@ def test_reproduces_the_recorded_h100_table(tmp_path, capsys):
     assert lines[0].startswith("| policy | evaluated on | runs | stage | success |")
     assert all(line.split(" | ")[1] == "H100" for line in lines[2:])
     # less the device column, the table eval_marinenav --table wrote on the H100
-    recorded = (BENCH / "eval_marinenav_h100_2026-11-23_table.md").read_text().splitlines()
+    recorded = (BENCH / "gpu" / "eval_marinenav_h100_2026-11-23_table.md").read_text().splitlines()
     dropped = [" | ".join(c[:1] + c[2:]) for c in (line.split(" | ") for line in lines[2:])]
     assert dropped == recorded[2:]
 

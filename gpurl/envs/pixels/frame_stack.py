@@ -12,7 +12,7 @@ never touches again, so a transition can keep it as its next observation (and a 
 buffer can store it) without another copy. With K = 1 it is a single copy of the one
 slot; with K > 1 the same pass also unrolls the ring.
 
-Resets (restore modes, measured in docs/BENCHMARKS.md):
+Resets (restore modes, measured in docs/benchmarks.md#env-steps):
 - "lazy" (default): a reset only zeroes the env's age (frames rendered since its reset);
   `stack_observation()` shows the env's start frame in every slot older than its age. The
   frames are never rewritten on reset, so no full-stack kernel runs whether or not any
