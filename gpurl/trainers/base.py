@@ -45,6 +45,10 @@ from gpurl.trainers.reporting import plot_learning_curve
 
 
 class Trainer:
+    """The loop both trainers share (module docstring): built by gpurl.train.build from
+    the trainer config, the training and evaluation envs, the agent, its EnvInfo, the
+    progress record and the run directory."""
+
     def __init__(
         self,
         cfg,
@@ -88,10 +92,13 @@ class Trainer:
         return self.progress.frame_count
 
     def iteration(self) -> None:
+        """One collect-and-learn step of the subclass's loop, with no host reads."""
         raise NotImplementedError
 
     # -- the loop -----------------------------------------------------------------------------
     def train(self) -> dict:
+        """Run to trainer.total_frames with the logs, evaluations and checkpoints at
+        their intervals; return the summary (what summary.json holds)."""
         t = self.cfg
         start = time.perf_counter() - self.wall_time
         next_log = _next_multiple(self.frames, t.log_interval)
@@ -156,6 +163,8 @@ class Trainer:
         return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
 
     def evaluate(self) -> float:
+        """The evaluation env's protocol with the greedy policy; returns its "return"
+        and logs every figure it measured as eval/<name>."""
         metrics = evaluate_protocol(self.eval_env, self.agent.policy)
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
