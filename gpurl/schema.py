@@ -21,7 +21,7 @@ keys that contradict each other (the budget against one rollout, a minibatch lar
 the replay...). Configs with a `_target_` (env=custom, a factory of one's own) are open:
 the keys gpurl reads are checked, the others go to the factory as they are. So are
 agents and envs registered in AGENTS / NATIVE_ENVS without a schema here (the checklist
-of docs/DEVELOPING.md): the keys of their kind are checked.
+of docs/extending.md): the keys of their kind are checked.
 
 This module sits just below gpurl.train: it reads the agent registry (an agent's kind
 decides which budget applies) and the choices the lower layers define (CNN kinds,
@@ -1267,7 +1267,7 @@ LOGGERS_SCHEMA: dict[str, type] = {
 class Compile(Schema):
     """The default: nothing compiled (exactly reproducible runs, no compile time).
     Each switch can be set on its own: compile.update=true compile.amp=true ...
-    See gpurl/trainers/compile.py and README "Compiled hot paths"."""
+    See gpurl/trainers/compile.py and docs/scaling.md."""
 
     update: bool = key(False, "torch.compile each gradient step (forward, backward, optimizer)")
     policy: bool = key(False, "torch.compile the policy the collector acts with")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks a lent GPU machine runs (see README "GPU"), by section (`bash
+# The checks a lent GPU machine runs (see docs/scaling.md, "On a lent GPU"), by section (`bash
 # scripts/gpu_check.sh SECTION`). `all` (the default) runs `tests` (the CUDA tests and
 # the set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks,
 # each record appended to $OUT/bench_gpu.jsonl) and `torchrun` (one rank per GPU). The

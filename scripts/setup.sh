@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates (or reuses) .venv inside the checkout and installs gpurl with its test and
-# launcher extras, the stats extra and the optional envs' extras (envpool, dmc, vmas),
+# launcher extras, the stats and docs extras and the optional envs' extras (envpool, dmc, vmas),
 # so their tests run rather than skip. Torch goes in first: the project's range
 # (torch>=2.11) is satisfied by the local CPU build, so pip never pulls the multi-GB
 # CUDA wheels. Set GPURL_TORCH to another requirement (e.g. "torch==2.11.0") on a
@@ -18,6 +18,6 @@ fi
 # Reinstall only when pyproject.toml changed since the last successful install.
 stamp=.venv/.gpurl-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "$VPY" -m pip install -q -e ".[dev,launchers,stats,envpool,dmc,vmas]"
+  "$VPY" -m pip install -q -e ".[dev,launchers,stats,docs,envpool,dmc,vmas]"
   touch "$stamp"
 fi

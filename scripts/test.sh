@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Sets up .venv (scripts/setup.sh) and runs the whole test suite: the fast tests and the
-# learning checks marked `slow`. Extra arguments go to pytest (e.g. -m "not slow").
+# Sets up .venv (scripts/setup.sh), builds the documentation site with
+# `mkdocs build --strict` into a temporary folder (a broken link or API reference fails
+# it), then runs the whole test suite: the fast tests and the learning checks marked
+# `slow`. Extra arguments go to pytest (e.g. -m "not slow").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -q "$@"
+site=$(mktemp -d)
+trap 'rm -rf "$site"' EXIT
+NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --quiet --site-dir "$site"
+.venv/bin/python -m pytest -q "$@"

@@ -1,4 +1,4 @@
-"""docs/DEVELOPING.md's checklist, followed once: a new env and a new agent, each one
+"""docs/extending.md's checklists, followed once: a new env and a new agent, each one
 module (here, this file), one config (written to a config directory Hydra searches)
 and one registration line, trained together through gpurl.train's build.
 

@@ -1,4 +1,4 @@
-"""docs/DEVELOPING.md rule 1 for the whole hot path: steady-state training iterations (collect,
+"""docs/concepts.md rule 1 for the whole hot path: steady-state training iterations (collect,
 extend, sample, update, target update) read nothing back to the host, for every agent.
 PPO and A2C are audited in test_on_policy.py; PQN here (rollout, Q(lambda), epochs), and
 the pixel presets (pixels_ppo, pixels_a2c, pixels_pqn)."""

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "gpurl"
 
-# The layers, bottom up (docs/DEVELOPING.md): a package may import its own layer and
+# The layers, bottom up (docs/extending.md, "The layers"): a package may import its own layer and
 # those below it, never one above.
 LAYERS = [
     "errors",

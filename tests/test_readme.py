@@ -1,5 +1,7 @@
-"""Every quickstart command of the README runs, as written, with a tiny frame budget
-appended (marked slow: one process per command)."""
+"""The README: what it must hold (the two commands, the generated headline table's
+markers, links that resolve, at most 150 lines), and every quickstart command of the
+README and of the docs' Getting started page runs, as written, with a tiny frame budget
+appended (those marked slow: one process per command)."""
 
 import re
 import shlex
@@ -9,14 +11,51 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+
+
+def code_block_commands(path: Path, heading: str) -> list[str]:
+    """The `python -m gpurl.train` lines of the section under `heading`."""
+    text = path.read_text()
+    block = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in block.splitlines()]
+    return [line for line in lines if line.startswith("python -m gpurl.train")]
 
 
 def quickstart_commands() -> list[str]:
+    readme = code_block_commands(README, "## Quickstart")
+    more = code_block_commands(GETTING_STARTED, "## More commands")
+    return list(dict.fromkeys(readme + more))
+
+
+def test_readme_is_short_and_holds_the_two_commands():
     text = README.read_text()
-    block = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
-    lines = [re.sub(r"\s+#.*$", "", line.strip()) for line in block.splitlines()]
-    return [line for line in lines if line.startswith("python -m gpurl.train")]
+    assert len(text.splitlines()) <= 150
+    assert "    bash scripts/train.sh" in text
+    assert "    bash scripts/test.sh" in text
+
+
+def test_readme_keeps_the_headline_markers_in_order():
+    text = README.read_text()
+    start, end = "<!-- headline:start -->", "<!-- headline:end -->"
+    assert text.count(start) == 1 and text.count(end) == 1
+    assert text.index(start) < text.index(end)
+
+
+def test_readme_links_resolve():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if "://" not in link]
+    assert local, "the README links to the docs pages"
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, missing
+
+
+def test_quickstart_lists_commands_of_both_pages():
+    commands = quickstart_commands()
+    assert len(code_block_commands(README, "## Quickstart")) >= 8
+    assert len(commands) > len(code_block_commands(README, "## Quickstart"))
 
 
 def tiny(args: list[str], tmp_path: Path) -> list[str]:

@@ -138,7 +138,12 @@ def is_every(progress: Progress, n: int) -> bool:
 
 
 class Agent:
-    """The state and hooks both kinds of agent share (module docstring)."""
+    """The state and hooks both kinds of agent share.
+
+    Built from `cfg` (the agent config), `info` (the EnvInfo its networks are sized
+    from), `progress` (the run's progress record, which its schedules read) and the
+    compile settings. Subclass OffPolicyAgent or OnPolicyAgent, not this class.
+    """
 
     name: str = "agent"  # its registered name; the run's label comes from agent.name
     policy: ActingPolicy
@@ -167,6 +172,7 @@ class Agent:
         raise NotImplementedError
 
     def optimizers(self) -> Mapping[str, torch.optim.Optimizer]:
+        """Every optimizer a resumed run needs, by name (checkpoints save their state)."""
         raise NotImplementedError
 
     def buffers(self) -> Mapping[str, Tensor]:
@@ -183,6 +189,8 @@ class Agent:
         }
 
     def load_state(self, state: Mapping) -> None:
+        """Restore what `state()` returned, in place (device learning rates stay the
+        tensors the optimizers read)."""
         for k, m in self.modules().items():
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers().items():
@@ -218,6 +226,9 @@ class Agent:
         return compile_step(fn, self.compile, self.info.device)
 
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
+        """One gradient update on `batch` (a replay sample or a rollout minibatch of N
+        rows, batch size [N]); returns a TensorDict of device scalars (losses and the
+        like), which the trainer sums on the device and reads once per log interval."""
         raise NotImplementedError
 
 
@@ -334,6 +345,8 @@ class OnPolicyAgent(Agent):
 
     # -- learning ----------------------------------------------------------------------------
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
+        """Anneal the learning rate to the run's frames (a device op), then one
+        `learn` step on the minibatch `batch` [N]."""
         if self.anneal_frames:
             frac = 1.0 - progress.frames.double() / self.anneal_frames
             self.lr.copy_(frac.clamp(min=0.0) * self.base_lr)

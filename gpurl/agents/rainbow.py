@@ -2,14 +2,14 @@
 Q-network (sigma0 0.05), Double-Q action selection, 3-step returns and proportional
 prioritized replay (omega 0.5, beta 0.4 -> 1), all on the device.
 
-The return distribution lives on a fixed support of `atoms` points in [v_min, v_max].
-The spec's FIX: the old code's support [-1, 1] sat far below MarineNav's returns (+10
-on arrival plus up to ~50 m of progress reward), so every target was clipped to its
-top atom; the support here is a config entry sized to the returns (agent/rainbow.yaml
-says how). The n-step returns come from the replay (core/returns.py), built per
-(env, robot) stream and cut at episode ends; the categorical projection of
-r + gamma^n Z(s', a*) onto the support is `categorical_projection` below, a scatter
-with no host reads. Priorities are the per-sample cross-entropy (Rainbow's KL).
+The return distribution lives on a fixed support of `atoms` points in [v_min, v_max],
+a config entry sized to the env's returns (agent/rainbow.yaml says how): a support far
+below them (MarineNav's are +10 on arrival plus up to ~50 m of progress reward) would
+clip every target to its top atom. The n-step returns come from the replay
+(core/returns.py), built per (env, robot) stream and cut at episode ends; the
+categorical projection of r + gamma^n Z(s', a*) onto the support is
+`categorical_projection` below, a scatter with no host reads. Priorities are the
+per-sample cross-entropy (Rainbow's KL).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
     episodes  episodes finished, over this process's envs
 
 Each count is a device tensor, which schedules read (epsilon, exploration noise,
-prioritized beta, learning-rate annealing, an agent's stages: docs/DEVELOPING.md rule 5), so
+prioritized beta, learning-rate annealing, an agent's stages: docs/concepts.md rule 5), so
 reading it never leaves the device. Frames and updates are also kept as host ints,
 advanced in the same call that advances the tensors: the host decides on them (the
 trainer's intervals, an agent's hard target copies and delayed actor steps) without
@@ -26,6 +26,10 @@ from gpurl.core.runs import ONE_RUN, Runs
 
 
 class Progress:
+    """The run's counters: `frames`, `updates`, `episodes` as int64 device scalars,
+    `frame_count` and `update_count` as host ints kept equal to the first two, and
+    `runs`, the independent runs this process trains (core/runs.py)."""
+
     def __init__(self, device="cpu", world_size: int = 1, runs: Runs = ONE_RUN):
         # Under torchrun every rank steps as many envs as this one, so a collector adds
         # its own frames x world_size: schedules follow the whole run's frames. With N

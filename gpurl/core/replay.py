@@ -15,6 +15,12 @@ from tensordict import TensorDict
 
 @dataclass
 class ReplaySpec:
+    """What an off-policy agent's replay must do, declared by the agent
+    (`OffPolicyAgent.replay_spec()`): n-step returns with discount `gamma`, proportional
+    prioritized sampling (`alpha`, importance-weight exponent annealed from `beta_start`
+    to `beta_end` over `beta_frames`, the `sampler` that draws), whether samples carry
+    the next observation, and entries stored in a narrower dtype."""
+
     n_step: int = 1
     gamma: float = 0.99
     prioritized: bool = False

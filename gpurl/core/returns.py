@@ -1,7 +1,7 @@
 """Return targets as pure tensor functions: n-step returns at sample time, GAE and
 Q(lambda) returns per rollout.
 
-All run on the device with fixed shapes and no host reads (docs/DEVELOPING.md, rules of the hot
+All run on the device with fixed shapes and no host reads (docs/concepts.md, rules of the hot
 path): episode ends and the edge of the written data are masks, never branches, so a
 step past an episode end is still read but contributes nothing. The only Python loops
 are over time (the n-step window, the rollout), never over samples.

@@ -1,5 +1,5 @@
 """Schedules: closed-form functions of a device counter of the progress record
-(docs/DEVELOPING.md rule 5), so evaluating one never leaves the device."""
+(docs/concepts.md rule 5), so evaluating one never leaves the device."""
 
 from __future__ import annotations
 

@@ -272,6 +272,7 @@ class NativeEnv(EnvHooks, EnvBase):
         return {"state": _state_to_dict(self.env_state), "rng": self.rng.get_state()}
 
     def load_env_state_dict(self, state: dict) -> None:
+        """Restore what env_state_dict returned: env_state and the generator."""
         if "state" not in state:
             raise ConfigError(
                 f"the checkpoint's {type(self).__name__} state was written by an older gpurl "

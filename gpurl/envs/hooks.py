@@ -40,6 +40,10 @@ from gpurl.errors import ActionOutOfRangeError
 
 
 class EnvHooks:
+    """Everything gpurl asks of an env beyond TorchRL's EnvBase, each with a default
+    (the module docstring says who calls each hook, and when). NativeEnv and ForeignEnv
+    inherit it; an env overrides the hooks it has."""
+
     #: the most steps an evaluation episode runs (native envs also truncate there)
     max_episode_steps: int = 1000
     #: the entry that says whether a group slot holds a live member (MarineNav's

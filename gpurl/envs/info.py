@@ -1,6 +1,6 @@
 """EnvInfo: everything an agent is built from, read off an env's specs.
 
-Agents never look at env classes (docs/DEVELOPING.md): they get an EnvInfo, which names
+Agents never look at env classes (docs/concepts.md): they get an EnvInfo, which names
 
 - the observation entries the networks read (one or several, root or nested such as
   ("agents", "self_state")) with their feature shapes, and the mask entries that go
@@ -37,6 +37,16 @@ ACTION_MASK = "action_mask"
 
 @dataclass(frozen=True)
 class EnvInfo:
+    """What an agent is built from, read off an env's specs and hooks by `env_info`.
+
+    Shapes: `batch_shape` is the env batch [B]; `group_shape` the group of members
+    ([R] robots under "agents", empty for a single-agent env); `obs_shapes[key]` the
+    feature shape of an observation entry after the batch and group dims (a vector
+    [d], an object list [K, D], an image [C, H, W]). The reward / terminated /
+    truncated / done keys are the ones to learn from: per member [B, R, 1] for an env
+    with a group, the root [B, 1] otherwise.
+    """
+
     obs_keys: tuple[NestedKey, ...]
     obs_shapes: dict[NestedKey, torch.Size]
     obs_specs: dict[NestedKey, Any]
@@ -95,6 +105,7 @@ class EnvInfo:
         return keys + ([self.action_mask_key] if self.action_mask_key else [])
 
     def action_kind(self) -> str:
+        """ "discrete" or "continuous", for messages."""
         return "discrete" if self.discrete else "continuous"
 
 

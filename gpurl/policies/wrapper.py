@@ -81,6 +81,18 @@ class ActingPolicy(TensorDictModuleBase):
 
 
 class PolicyWrapper(ActingPolicy):
+    """The acting policy most agents use: one network acting for a whole batch of envs
+    (or envs x robots), with exploration composed around it.
+
+    `network.kind` says what it is: "q" (Q-values [.., A], greedy argmax over the legal
+    actions), "categorical" (logits [.., A], sampled while exploring), "deterministic"
+    or "stochastic" (an action in [-1, 1]^d, scaled to the env's bounds). Exploration
+    modules (epsilon-greedy, Gaussian, Ornstein-Uhlenbeck) act only inside an exploring
+    context and read the progress record's frame counter. Writes the action (at the
+    env's action key: [B] or [B, R] discrete, [B, d] or [B, R, d] continuous) and, for
+    on-policy agents, "sample_log_prob" and "state_value" of the same batch shape.
+    """
+
     def __init__(
         self,
         network: nn.Module,

@@ -47,6 +47,10 @@ from gpurl.trainers.seeds import evaluate_runs, mean_metrics, plot_seeds
 
 
 class Trainer:
+    """The loop both trainers share (module docstring): built by gpurl.train.build from
+    the trainer config, the training and evaluation envs, the agent, its EnvInfo, the
+    progress record and the run directory."""
+
     def __init__(
         self,
         cfg,
@@ -94,10 +98,13 @@ class Trainer:
         return self.progress.frame_count
 
     def iteration(self) -> None:
+        """One collect-and-learn step of the subclass's loop, with no host reads."""
         raise NotImplementedError
 
     # -- the loop -----------------------------------------------------------------------------
     def train(self) -> dict:
+        """Run to trainer.total_frames with the logs, evaluations and checkpoints at
+        their intervals; return the summary (what summary.json holds)."""
         t = self.cfg
         start = time.perf_counter() - self.wall_time
         next_log = _next_multiple(self.frames, t.log_interval)
@@ -165,6 +172,9 @@ class Trainer:
         return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
 
     def evaluate(self) -> float:
+        """The evaluation env's protocol with the greedy policy (each run's, with N
+        runs: their mean is the figure returned); returns its "return" and logs every
+        figure it measured as eval/<name>."""
         if self.runs.many:  # each run on its own, then the runs' mean for the bar
             per_run = evaluate_runs(self.eval_env, self.agent.policy, self.runs)
             for log, m in zip(self.run_eval_log, per_run, strict=True):

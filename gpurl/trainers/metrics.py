@@ -1,4 +1,4 @@
-"""Device-side accumulators (docs/DEVELOPING.md rule 6): the hot loop adds, the host reads once
+"""Device-side accumulators (docs/concepts.md rule 6): the hot loop adds, the host reads once
 per log interval and resets."""
 
 from __future__ import annotations

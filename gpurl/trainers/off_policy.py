@@ -21,6 +21,9 @@ from gpurl.trainers.replay import DeviceReplay
 
 
 class OffPolicyTrainer(Trainer):
+    """Trains an OffPolicyAgent from a device replay the agent's ReplaySpec declares
+    (module docstring)."""
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         cfg, env, agent, info, progress = self.cfg, self.env, self.agent, self.info, self.progress

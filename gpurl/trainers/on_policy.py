@@ -26,6 +26,8 @@ from gpurl.trainers.collector import make_collector
 
 
 class OnPolicyTrainer(Trainer):
+    """Trains an OnPolicyAgent from rollouts [T, num_envs] (module docstring)."""
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         cfg, env, agent, info, progress = self.cfg, self.env, self.agent, self.info, self.progress

@@ -1,6 +1,6 @@
 """Count reads of tensor data by the host while a block of code runs.
 
-docs/DEVELOPING.md rule 1 bans host reads on the hot path. On CUDA each of these calls is a
+docs/concepts.md rule 1 bans host reads on the hot path. On CUDA each of these calls is a
 device sync; on CPU they cost little, but the code that makes them would sync on a GPU.
 Patching the Tensor methods makes the rule checkable on any device:
 

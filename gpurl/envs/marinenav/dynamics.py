@@ -46,7 +46,7 @@ CONTINUOUS_RATE_SCALE = 1000.0
 @functools.cache
 def constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
     """A float32 tensor of `values` on `device`, made once: building it from Python
-    numbers on every step is a host-to-device copy, a sync on CUDA (docs/DEVELOPING.md rule 1)."""
+    numbers on every step is a host-to-device copy, a sync on CUDA (docs/concepts.md rule 1)."""
     return torch.tensor(values, dtype=torch.float32, device=device)
 
 
