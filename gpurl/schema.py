@@ -1140,6 +1140,14 @@ class PerSeed(Schema):
     actor_lr: list[float] | None = key(None, "agent.actor_lr per run (sac, td3, ddpg)", gt=0)
     critic_lr: list[float] | None = key(None, "agent.critic_lr per run (sac, td3, ddpg)", gt=0)
     alpha_lr: list[float] | None = key(None, "agent.alpha_lr per run (sac)", gt=0)
+    gamma: list[float] | None = key(None, "agent.gamma per run", gt=0, le=1)
+    entropy_coef: list[float] | None = key(None, "agent.entropy_coef per run (ppo, a2c)", ge=0)
+    epsilon_start: list[float] | None = key(
+        None, "agent.epsilon_start per run (epsilon-greedy)", ge=0, le=1
+    )
+    epsilon_end: list[float] | None = key(
+        None, "agent.epsilon_end per run (epsilon-greedy)", ge=0, le=1
+    )
 
 
 @dataclass

@@ -21,12 +21,18 @@ from tests.test_resume import tensors_equal, train_to
 N, B = 3, 16
 
 
-def build_agents(agent: str, env: str, extra=()):
-    """A stacked agent of N runs and N single agents holding the same weights."""
-    cfg = load_config([f"agent={agent}", f"env={env}", "agent.hidden=[16,16]", *extra])
+def build_agents(agent: str, env: str, extra=(), per_seed=None):
+    """A stacked agent of N runs and N single agents holding the same weights (single
+    agent k built with run k's per_seed values)."""
+    per_seed = per_seed or {}
+    base = [f"agent={agent}", f"env={env}", "agent.hidden=[16,16]", *extra]
+    cfg = load_config(base)
     info = env_info(make_env(cfg.env, num_envs=2))
-    stacked = make_agent(cfg.agent, info, Progress("cpu", 1, Runs(N, seed=0)))
-    singles = [make_agent(cfg.agent, info, Progress("cpu")) for _ in range(N)]
+    stacked = make_agent(cfg.agent, info, Progress("cpu", 1, Runs(N, 0, per_seed)))
+    singles = []
+    for k in range(N):
+        own = load_config([*base, *(f"agent.{key}={v[k]}" for key, v in per_seed.items())])
+        singles.append(make_agent(own.agent, info, Progress("cpu")))
     for k, single in enumerate(singles):
         for name, module in single.modules().items():
             module.load_state_dict(run_state(stacked.modules()[name], k, module))
@@ -64,8 +70,18 @@ def random_batch(info, kind: str, rows: int) -> TensorDict:
     return batch
 
 
+LRS = [1e-3, 3e-3, 1e-2]
 UPDATE_CASES = {
     "dqn": ("dqn", "cartpole", "off", ["agent.max_grad_norm=1.0"]),
+    "dqn_per_seed_lr": ("dqn", "cartpole", "off", [], {"lr": LRS}),
+    "sac_per_seed_lrs": ("sac", "pendulum", "off", [], {"actor_lr": LRS, "alpha_lr": LRS}),
+    "ppo_per_seed_lr_entropy": (
+        "ppo",
+        "cartpole",
+        "on",
+        [],
+        {"lr": LRS, "entropy_coef": [0.0, 0.01, 0.1]},
+    ),
     "dqn_hard_target": ("dqn", "cartpole", "off", ["agent.target_update=hard"]),
     "sac": ("sac", "pendulum", "off", ["agent.max_grad_norm=0.5"]),
     "td3": ("td3", "pendulum", "off", ["agent.target_noise=0.0"]),
@@ -77,12 +93,12 @@ UPDATE_CASES = {
 
 @pytest.mark.parametrize("case", UPDATE_CASES)
 def test_stacked_update_equals_separate_updates(case, monkeypatch):
-    agent, env, kind, extra = UPDATE_CASES[case]
+    agent, env, kind, extra, *per_seed = UPDATE_CASES[case]
     # the actors' sampling noise is drawn once for all rows stacked, once per run apart:
     # zero it so both sides see the same actions (the math is what is compared)
     monkeypatch.setattr(torch, "randn_like", torch.zeros_like)
     torch.manual_seed(0)
-    stacked, singles, info = build_agents(agent, env, extra)
+    stacked, singles, info = build_agents(agent, env, extra, *per_seed)
     for _step in range(4):  # Adam's moments, TD3's delayed actor and a hard copy included
         batches = [random_batch(info, kind, B) for _ in range(N)]
         stacked.update(torch.cat(batches), stacked.progress)
@@ -97,6 +113,35 @@ def test_stacked_update_equals_separate_updates(case, monkeypatch):
                 torch.testing.assert_close(
                     got[key], want, atol=2e-5, rtol=1e-4, msg=f"{name}.{key}"
                 )
+
+
+@pytest.mark.parametrize("agent", ["ppo", "pqn"])
+def test_per_seed_gamma_targets_equal_each_runs_own(agent):
+    """GAE (PPO) and Q(lambda) (PQN) targets of a rollout of N runs with a gamma per run
+    equal each run's targets computed alone with its gamma."""
+    torch.manual_seed(2)
+    gammas = [0.9, 0.99, 0.5]
+    stacked, singles, info = build_agents(agent, "cartpole", (), {"gamma": gammas})
+    T, E = 5, 4
+    obs = {k: torch.randn(T, N * E, *info.obs_shapes[k]) for k in info.obs_keys}
+    nxt = {
+        "reward": torch.randn(T, N * E),
+        "terminated": torch.rand(T, N * E) < 0.2,
+        "done": torch.rand(T, N * E) < 0.3,
+    }
+    nxt["done"] |= nxt["terminated"]
+    nxt.update({k: torch.randn(T, N * E, *info.obs_shapes[k]) for k in info.obs_keys})
+    rollout = TensorDict({**obs, VALUE: torch.randn(T, N * E)}, batch_size=[T, N * E])
+    rollout.set("next", TensorDict(nxt, batch_size=[T, N * E]))
+    last = TensorDict(
+        {k: torch.randn(N * E, *info.obs_shapes[k]) for k in info.obs_keys}, batch_size=[N * E]
+    )
+    got = stacked.compute_targets(rollout, last).clone()
+    for k, single in enumerate(singles):
+        own = slice(k * E, (k + 1) * E)
+        want = single.compute_targets(rollout[:, own], last[own])
+        for key in want.keys():
+            torch.testing.assert_close(got[key][:, own], want[key], atol=1e-5, rtol=1e-5)
 
 
 def test_run_adam_is_torch_adam_run_by_run():
@@ -152,18 +197,28 @@ INDEPENDENCE_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", INDEPENDENCE_CASES)
-def test_changing_one_runs_learning_rate_leaves_the_others_unchanged(tmp_path, case):
-    def train(lrs):
-        cfg = load_config(
-            [*INDEPENDENCE_CASES[case], *SMALL, "trainer.num_seeds=3", f"trainer.per_seed.lr={lrs}"]
-        )
-        trainer = build(cfg, tmp_path / lrs)
+CHANGES = [
+    ("dqn", "lr", "[1e-3,1e-3,1e-3]", "[1e-3,1e-2,1e-3]"),
+    ("dqn", "epsilon_end", "[0.05,0.05,0.05]", "[0.05,0.5,0.05]"),
+    pytest.param("dqn", "gamma", "[0.99,0.99,0.99]", "[0.99,0.5,0.99]", marks=pytest.mark.slow),
+    ("ppo", "lr", "[1e-3,1e-3,1e-3]", "[1e-3,1e-2,1e-3]"),
+    pytest.param("ppo", "entropy_coef", "[0.0,0.0,0.0]", "[0.0,0.5,0.0]", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("case, key, same, changed", CHANGES)
+def test_changing_one_runs_hyperparameter_leaves_the_others_unchanged(
+    tmp_path, case, key, same, changed
+):
+    def train(values):
+        args = [*INDEPENDENCE_CASES[case], *SMALL, "trainer.num_seeds=3"]
+        cfg = load_config([*args, f"trainer.per_seed.{key}={values}"])
+        trainer = build(cfg, tmp_path / values)
         trainer.train()
         return trainer
 
-    a = train("[1e-3,1e-3,1e-3]")
-    b = train("[1e-3,1e-2,1e-3]")
+    a = train(same)
+    b = train(changed)
     for name, module in a.agent.modules().items():
         if name == "exploration":
             continue

@@ -277,7 +277,7 @@ class OnPolicyAgent(Agent):
             if value < 1:
                 raise ConfigError(f"agent.{key} must be >= 1, got {value}")
         self.bootstrap_truncated = bool(cfg.bootstrap_truncated)
-        self.gamma = float(cfg.gamma)
+        self.gamma = self.runs.value("gamma", cfg.gamma, info.device)  # or [N] per run
         # the learning rate the optimizer reads, annealed in place: [] (or [N], one per
         # run, with trainer.per_seed.lr)
         self.base_lr = self.runs.value("lr", cfg.lr, info.device)

@@ -49,7 +49,7 @@ class DDPGAgent(OffPolicyAgent):
         self.actor_optimizer = optimizer(self.actor.parameters(), "actor_lr")
         self.critic_optimizer = optimizer(self.critic.parameters(), "critic_lr")
         self.policy = PolicyWrapper(
-            self.actor, info, progress, make_exploration(cfg, info, random_frames)
+            self.actor, info, progress, make_exploration(cfg, info, random_frames, self.runs)
         ).to(info.device)
         self.critic_step_fn = self.compiled(self.critic_step)
         self.actor_step_fn = self.compiled(self.actor_step)

@@ -75,7 +75,7 @@ class DQNAgent(OffPolicyAgent):
         lr = self.runs.value("lr", cfg.lr, info.device)
         self.optimizer = make_optimizer(self.q.parameters(), lr, self.runs)
         self.policy = PolicyWrapper(
-            self.q, info, progress, make_exploration(cfg, info, random_frames)
+            self.q, info, progress, make_exploration(cfg, info, random_frames, self.runs)
         ).to(info.device)
         self.mask_key = info.action_mask_key
         self.learn_step = self.compiled(self.learn)

@@ -148,6 +148,8 @@ class PPOAgent(OnPolicyAgent):
         self.gae_lambda = float(cfg.gae_lambda)
         self.clip, self.value_clip = self.clips(cfg)
         self.normalize_advantage = bool(cfg.normalize_advantage)
+        # a float, or one per run (trainer.per_seed), spread over each run's rows in learn
+        self.entropy_coef = self.runs.value("entropy_coef", cfg.entropy_coef, device)
         self.learn_step = self.compiled(self.learn)
 
     def clips(self, cfg) -> tuple[float | None, float | None]:
@@ -179,7 +181,7 @@ class PPOAgent(OnPolicyAgent):
             next_value,
             terminated,
             done,
-            self.gamma,
+            self.runs.per_row(self.gamma, reward[0]),  # a float, or per env with N runs
             self.gae_lambda,
             out=(advantage, value_target),
         )
@@ -201,8 +203,13 @@ class PPOAgent(OnPolicyAgent):
         policy_loss = ppo_policy_loss(ratio, advantage, self.clip)
         value = self.critic(obs)
         value_loss = ppo_value_loss(value, batch[VALUE], batch["value_target"], self.value_clip)
+        coef = self.entropy_coef
+        if isinstance(coef, float):
+            bonus = coef * entropy.mean()
+        else:
+            bonus = (self.runs.per_row(coef, entropy) * entropy).mean()
         entropy = entropy.mean()
-        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        loss = policy_loss + cfg.value_coef * value_loss - bonus
         clip_and_step(self.optimizer, self.params, loss, _optional(cfg.max_grad_norm))
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()

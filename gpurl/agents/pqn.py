@@ -63,7 +63,7 @@ class PQNAgent(OnPolicyAgent):
         ).to(device)
         self.optimizer = make_optimizer(self.q.parameters(), self.lr, self.runs)
         self.policy = PolicyWrapper(
-            self.q, info, progress, make_exploration(cfg, info), write_max_q=True
+            self.q, info, progress, make_exploration(cfg, info, runs=self.runs), write_max_q=True
         ).to(device)
         self.q_lambda = float(cfg.q_lambda)
         self.reward_scale = float(cfg.reward_scale)
@@ -90,7 +90,8 @@ class PQNAgent(OnPolicyAgent):
         if self.reward_scale != 1.0:
             reward = reward * self.reward_scale
         target = out.get("value_target")
-        q_lambda(reward, next_value, terminated, done, self.gamma, self.q_lambda, target)
+        gamma = self.runs.per_row(self.gamma, reward[0])  # a float, or per env with N runs
+        q_lambda(reward, next_value, terminated, done, gamma, self.q_lambda, target)
         return out
 
     def learn(self, batch: TensorDict) -> TensorDict:

@@ -59,7 +59,7 @@ class SACAgent(OffPolicyAgent):
         self.critic_optimizer = optimizer(self.critic.parameters(), "critic_lr")
         self.alpha_optimizer = optimizer([self.log_alpha], "alpha_lr")
         self.policy = PolicyWrapper(
-            self.actor, info, progress, make_exploration(cfg, info, random_frames)
+            self.actor, info, progress, make_exploration(cfg, info, random_frames, self.runs)
         ).to(device)
         self.learn_step = self.compiled(self.learn)
 

@@ -9,11 +9,16 @@ import torch
 class LinearSchedule:
     """start -> end linearly over `steps` frames, then constant; `steps=0` means constant end."""
 
-    def __init__(self, start: float, end: float, steps: int):
-        self.start, self.end, self.steps = float(start), float(end), int(steps)
+    def __init__(self, start, end, steps: int):
+        # floats, or [N] tensors: one schedule per run (trainer.per_seed, core/runs.py)
+        self.start = start if isinstance(start, torch.Tensor) else float(start)
+        self.end = end if isinstance(end, torch.Tensor) else float(end)
+        self.steps = int(steps)
 
     def __call__(self, step: torch.Tensor) -> torch.Tensor:
         if self.steps <= 0:
+            if isinstance(self.end, torch.Tensor):
+                return self.end.float().clone()
             return torch.full_like(step, self.end, dtype=torch.float32)
         frac = (step.float() / self.steps).clamp(max=1.0)
         return self.start + (self.end - self.start) * frac

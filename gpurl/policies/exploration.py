@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gpurl.core.runs import ONE_RUN, Runs
 from gpurl.core.schedules import LinearSchedule
 from gpurl.errors import ConfigError
 
@@ -53,9 +54,16 @@ class Exploration(nn.Module):
 
 
 class EpsilonGreedy(Exploration):
-    def __init__(self, epsilon: LinearSchedule, n_actions: int | None = None, random_frames=0):
+    def __init__(
+        self,
+        epsilon: LinearSchedule,
+        n_actions: int | None = None,
+        random_frames=0,
+        runs: Runs = ONE_RUN,
+    ):
         super().__init__()
         self.schedule = epsilon
+        self.runs = runs  # N runs: a schedule per run, spread over each run's envs
         self.n_actions = n_actions  # None: a continuous action in [-1, 1]^d
         self.random_frames = int(random_frames)
 
@@ -64,13 +72,15 @@ class EpsilonGreedy(Exploration):
 
     def forward(self, action, td, frames, mask=None):
         if self.n_actions is None:
-            coin = torch.rand(action.shape[:-1] + (1,), device=action.device) < self.epsilon(frames)
+            coin = torch.rand(action.shape[:-1] + (1,), device=action.device)
+            coin = coin < self.runs.per_row(self.epsilon(frames), coin)
             return torch.where(coin, torch.rand_like(action) * 2 - 1, action)
         if mask is None:
             random = torch.randint(self.n_actions, action.shape, device=action.device)
         else:
             random = uniform_legal_action(mask)
-        coin = torch.rand(action.shape, device=action.device) < self.epsilon(frames)
+        coin = torch.rand(action.shape, device=action.device)
+        coin = coin < self.runs.per_row(self.epsilon(frames), coin)
         return torch.where(coin, random, action)
 
 
@@ -108,12 +118,13 @@ class OUNoise(Exploration):
         self.state.mul_(keep)
 
 
-def make_exploration(cfg, info, random_frames: int = 0) -> list[Exploration]:
+def make_exploration(cfg, info, random_frames: int = 0, runs: Runs = ONE_RUN) -> list[Exploration]:
     """The exploration an agent config asks for, for the env's action space.
 
     Keys read (all optional): epsilon_start / epsilon_end / epsilon_frames (epsilon
     greedy; discrete agents default to 1 -> 0.05 over 10k frames, continuous ones to 0),
     noise (none | gaussian | ou), noise_start / noise_end / noise_frames, ou_theta.
+    With N runs, epsilon_start and epsilon_end may be per run (trainer.per_seed).
     """
     cfg = dict(cfg)
     explore: list[Exploration] = []
@@ -131,10 +142,10 @@ def make_exploration(cfg, info, random_frames: int = 0) -> list[Exploration]:
             raise ConfigError(f"unknown exploration noise '{noise}': use none, gaussian or ou")
     default = (1.0, 0.05, 10000) if info.discrete else (0.0, 0.0, 0)
     epsilon = LinearSchedule(
-        cfg.get("epsilon_start", default[0]),
-        cfg.get("epsilon_end", default[1]),
+        runs.value("epsilon_start", cfg.get("epsilon_start", default[0]), info.device),
+        runs.value("epsilon_end", cfg.get("epsilon_end", default[1]), info.device),
         cfg.get("epsilon_frames", default[2]),
     )
     n = info.n_actions if info.discrete else None
-    explore.append(EpsilonGreedy(epsilon, n, random_frames))
+    explore.append(EpsilonGreedy(epsilon, n, random_frames, runs))
     return explore

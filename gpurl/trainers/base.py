@@ -165,7 +165,7 @@ class Trainer:
         scalars["train/fps"] = self.frames / max(elapsed, 1e-9)
         epsilon = self.agent.policy.epsilon()
         if epsilon is not None:
-            scalars["train/epsilon"] = float(epsilon)
+            scalars["train/epsilon"] = float(epsilon.mean())  # the runs' mean with N runs
         if self.logger is not None:
             for k, v in scalars.items():
                 self.logger.log_scalar(k, v, step=self.frames)

@@ -48,6 +48,7 @@ class OffPolicyTrainer(Trainer):
             int(cfg.batch_size) // self.world * runs,  # each rank samples its share
             self.device,
             runs,
+            progress.runs.value("gamma", spec.gamma, self.device),
         )
         self.collector = make_collector(
             env,

@@ -57,6 +57,7 @@ class DeviceReplay:
         batch_size: int,
         device,
         runs: int = 1,
+        gamma=None,
     ):
         if spec.n_step < 1:
             raise ConfigError(f"agent.n_step must be >= 1, got {spec.n_step}")
@@ -68,6 +69,8 @@ class DeviceReplay:
         # N runs (core/runs.py): run k owns streams [k S/N, (k+1) S/N) and batch_size/N
         # rows of each sample, drawn from its own streams only
         self.runs = int(runs)
+        # the discount: the spec's, or [N] per run (trainer.per_seed.gamma)
+        self.gamma = spec.gamma if gamma is None else gamma
         self.spec, self.info, self.device = spec, info, torch.device(device)
         self.streams = prod(info.slot_shape)
         self.rows = max(-(-int(capacity) // self.streams), spec.n_step + 1)
@@ -186,7 +189,7 @@ class DeviceReplay:
             newest,
             self.rows,
             spec.n_step,
-            spec.gamma,
+            self.gamma if self.runs == 1 else _per_sample(self.gamma, n // self.runs),
         )
         valid = d["valid"][row, stream].float() if "valid" in d else torch.ones_like(ret)
         if self.runs > 1 and "valid" in d:
@@ -243,3 +246,10 @@ class DeviceReplay:
         if self.sampler is not None:
             self.sampler.load_state_dict(state["sampler"])
             self.max_priority = state["max_priority"].to(self.device)
+
+
+def _per_sample(gamma, rows_per_run: int):
+    """A per-run discount [N] spread over a sample's run-major rows; a float as is."""
+    if isinstance(gamma, torch.Tensor):
+        return gamma.repeat_interleave(rows_per_run)
+    return gamma
