@@ -234,19 +234,20 @@ ONE_RUN = Runs()
 
 class RunAdam(torch.optim.Optimizer):
     """Adam over N runs' stacked parameters [N, ...], with a learning rate per run and
-    gradient clipping per run (torch's Adam and clip_grad_norm_, run by run)."""
+    gradient clipping per run: torch's Adam and clip_grad_norm_, run by run.
+
+    The step is torch's fused Adam (torch.optim.adam.adam, fused=True), which is
+    elementwise: over the whole stacked tensors when every run has the same learning
+    rate, else once per run over its slices (views) with its own rate and step count."""
 
     def __init__(self, params, runs: int, lr, betas=(0.9, 0.999), eps: float = 1e-8):
-        if not isinstance(lr, Tensor):
-            lr = torch.full((runs,), float(lr))
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
         self.runs = int(runs)
-        for group in self.param_groups:
-            group["lr"] = group["lr"].to(group["params"][0].device)
-
-    def _view(self, x: Tensor, like: Tensor) -> Tensor:
-        """A per-run [N] tensor shaped to broadcast over `like` [N, ...]; a scalar as is."""
-        return x if x.dim() == 0 else x.reshape(self.runs, *([1] * (like.dim() - 1)))
+        if isinstance(lr, Tensor):
+            for group in self.param_groups:
+                group["lr"] = group["lr"].to(group["params"][0].device)
+        # a per-run rate steps each run apart, with a step count per run
+        self.per_run = isinstance(lr, Tensor) and lr.dim() > 0
 
     def backward_and_step(self, loss: Tensor, max_norm: float | None) -> None:
         """Backward of the mean-over-all-rows `loss` as the sum of the runs' own means
@@ -257,29 +258,39 @@ class RunAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, max_norm: float | None = None) -> None:
+        from torch.optim.adam import adam
+
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
             grads = [p.grad for p in params]
             if max_norm:
-                sq = sum(g.reshape(self.runs, -1).square().sum(1) for g in grads)
-                coef = (float(max_norm) / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+                norms = [torch.linalg.vector_norm(g.reshape(self.runs, -1), dim=1) for g in grads]
+                total = torch.linalg.vector_norm(torch.stack(norms, 1), dim=1)  # [N]
+                coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
                 for g in grads:
-                    g.mul_(self._view(coef, g))
-            beta1, beta2 = group["betas"]
-            for p, g in zip(params, grads, strict=True):
+                    g.mul_(coef.reshape(self.runs, *([1] * (g.dim() - 1))))
+            for p in params:
                 state = self.state[p]
                 if not state:
-                    state["step"] = torch.zeros((), device=p.device)
+                    shape = (self.runs,) if self.per_run else ()
+                    state["step"] = torch.zeros(shape, device=p.device)
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += 1
-                m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-                m.lerp_(g, 1 - beta1)
-                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                bias1 = 1 - beta1**t
-                bias2_sqrt = (1 - beta2**t).sqrt()
-                denom = (v.sqrt() / bias2_sqrt).add_(group["eps"])
-                step_size = self._view(group["lr"], p) / bias1
-                p.sub_(step_size * m / denom)
+            m = [self.state[p]["exp_avg"] for p in params]
+            v = [self.state[p]["exp_avg_sq"] for p in params]
+            steps = [self.state[p]["step"] for p in params]
+            beta1, beta2 = group["betas"]
+            lr = group["lr"]
+            options = dict(amsgrad=False, beta1=beta1, beta2=beta2, weight_decay=0.0)
+            options.update(eps=group["eps"], maximize=False, fused=True)
+            if not self.per_run:
+                adam(params, grads, m, v, [], steps, lr=lr, **options)
+                continue
+            for k in range(self.runs):
+
+                def run(xs, k=k):
+                    return [x[k] for x in xs]
+
+                adam(run(params), run(grads), run(m), run(v), [], run(steps), lr=lr[k], **options)
