@@ -302,3 +302,37 @@ def test_many_seeds_refuses_what_it_cannot_do_in_one_line(tmp_path, overrides, m
     with pytest.raises(ConfigError, match=message) as err:
         build(cfg, tmp_path)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow  # torch.compile of the stacked update: a minute on a CPU
+@pytest.mark.parametrize(
+    "agent, env, own",
+    [
+        ("dqn", "cartpole", ["trainer.init_random_frames=32", "trainer.batch_size=16"]),
+        ("ppo", "pendulum", ["trainer.rollout_steps=8", "agent.minibatches=2"]),
+    ],
+)
+def test_compiled_stacked_update_matches_eager(tmp_path, agent, env, own):
+    def trained(mode):
+        torch.manual_seed(0)
+        cfg = load_config(
+            [
+                f"agent={agent}",
+                f"env={env}",
+                *SMALL,
+                "env.num_envs=4",
+                "trainer.num_seeds=2",
+                *own,
+                f"compile.update={mode == 'full'}",
+            ]
+        )
+        trainer = build(cfg, tmp_path / mode)
+        for _ in range(12):
+            trainer.iteration()
+        return trainer
+
+    eager, full = trained("eager"), trained("full")
+    for name, module in eager.agent.modules().items():
+        for key, want in module.state_dict().items():
+            got = full.agent.modules()[name].state_dict()[key]
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3, msg=f"{name}.{key}")

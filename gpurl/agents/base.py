@@ -163,8 +163,10 @@ class Agent:
                 f"agent={self.name} trains one seed per process: drop trainer.num_seeds (or "
                 f"use dqn, sac, td3, ddpg, ppo, a2c or pqn, which train many seeds at once)"
             )
-        if self.runs.many and (compile.update or compile.cudagraphs):
-            raise ConfigError("trainer.num_seeds > 1 runs the update eagerly for now: drop compile")
+        if self.runs.many and compile.cudagraphs:
+            raise ConfigError(
+                "trainer.num_seeds > 1 is not captured in CUDA graphs yet: drop compile.cudagraphs"
+            )
 
     # -- state ---------------------------------------------------------------------------
     def modules(self) -> Mapping[str, nn.Module]:
