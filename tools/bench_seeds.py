@@ -86,6 +86,7 @@ def summaries(root: Path) -> list[dict]:
 
 def measure(preset: str, n: int, mode: str, cores: int, extra: list[str]) -> dict:
     base = [f"experiment={preset}", *QUIET, *extra]
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_seeds_") as tmp:
         tmp = Path(tmp)
         if mode == "vmapped":
@@ -120,6 +121,8 @@ def measure(preset: str, n: int, mode: str, cores: int, extra: list[str]) -> dic
         "eval_returns": finals.tolist(),
         "aggregate": aggregate(finals) if n > 1 else None,
         "commit": runs[0].get("commit"),
+        # the machine's 1-minute load average before and after: other jobs slow a mode
+        "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 
