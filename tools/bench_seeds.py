@@ -12,8 +12,8 @@ final evaluation with the IQM and its 95% bootstrap interval.
 Modes (C = --cores, 2 by default):
     vmapped     one process, trainer.num_seeds=N, threads=C
     sequential  N processes one after another, seed=k, threads=C each
-    joblib      one sweep, -m seed=0..N-1 hydra/launcher=gpurl_joblib threads=1: C runs
-                at a time
+    joblib      one sweep, -m seed=0..N-1 hydra/launcher=gpurl_joblib threads=1
+                hydra.launcher.n_jobs=C: C runs at a time
 
 wall_s is the whole command's wall clock (start-up included: what a researcher waits);
 frames_per_sec = N x frames per run / wall_s. peak_rss_mb is the largest resident set of
@@ -100,6 +100,7 @@ def measure(preset: str, n: int, mode: str, cores: int, extra: list[str]) -> dic
         else:  # joblib: C runs of one thread at a time
             seeds = ",".join(str(k) for k in range(n))
             args = ["-m", *base, f"seed={seeds}", "threads=1", "hydra/launcher=gpurl_joblib"]
+            args.append(f"hydra.launcher.n_jobs={cores}")  # the launcher's default: every core
             wall, peak = launch([*args, f"hydra.sweep.dir={tmp}/sweep"])
         runs = summaries(tmp)
     if len(runs) != n:
