@@ -73,7 +73,7 @@ class Trainer:
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
         # Every evaluation's full metrics (MarineNav: success, collisions... per stage)
-        # and the run's wall time when it began (earlier evaluations included).
+        # and the run's wall time when it began (earlier evaluations included), its length.
         self.eval_log: list[dict[str, float]] = []
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
@@ -156,11 +156,16 @@ class Trainer:
         return {"ret": f"{episodes['return']:.1f}"} if episodes else {}
 
     def evaluate(self) -> float:
+        began = time.perf_counter()
         metrics = evaluate_protocol(self.eval_env, self.agent.policy)
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
         self.eval_metrics = metrics
-        self.eval_log.append({"frames": self.frames, "wall_s": round(self.wall_time, 2), **metrics})
+        # wall_s: the run's wall time when the evaluation began (earlier ones included);
+        # eval_s: how long it took, so that training time = wall_s - earlier evals' eval_s
+        took = round(time.perf_counter() - began, 3)
+        entry = {"frames": self.frames, "wall_s": round(self.wall_time, 2), "eval_s": took}
+        self.eval_log.append({**entry, **metrics})
         if self.logger is not None:
             for k, v in metrics.items():
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
