@@ -83,7 +83,7 @@ class Trainer:
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
         # Every evaluation's full metrics (MarineNav: success, collisions... per stage)
-        # and the run's wall time when it began (earlier evaluations included).
+        # and the run's wall time when it began (earlier evaluations included), its length.
         self.eval_log: list[dict[str, float]] = []
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
@@ -175,17 +175,25 @@ class Trainer:
         """The evaluation env's protocol with the greedy policy (each run's, with N
         runs: their mean is the figure returned); returns its "return" and logs every
         figure it measured as eval/<name>."""
+        began = time.perf_counter()
         if self.runs.many:  # each run on its own, then the runs' mean for the bar
             per_run = evaluate_runs(self.eval_env, self.agent.policy, self.runs)
+            took = round((time.perf_counter() - began) / self.runs.n, 3)  # one run's share
             for log, m in zip(self.run_eval_log, per_run, strict=True):
-                log.append({"frames": self.frames, "wall_s": round(self.wall_time, 2), **m})
+                log.append(
+                    {"frames": self.frames, "wall_s": round(self.wall_time, 2), "eval_s": took, **m}
+                )
             metrics = mean_metrics(per_run)
         else:
             metrics = evaluate_protocol(self.eval_env, self.agent.policy)
         ret = metrics["return"]
         self.eval_history.append((self.frames, ret))
         self.eval_metrics = metrics
-        self.eval_log.append({"frames": self.frames, "wall_s": round(self.wall_time, 2), **metrics})
+        # wall_s: the run's wall time when the evaluation began (earlier ones included);
+        # eval_s: how long it took, so that training time = wall_s - earlier evals' eval_s
+        took = round(time.perf_counter() - began, 3)
+        entry = {"frames": self.frames, "wall_s": round(self.wall_time, 2), "eval_s": took}
+        self.eval_log.append({**entry, **metrics})
         if self.logger is not None:
             for k, v in metrics.items():
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)

@@ -1,0 +1,111 @@
+"""tools/bench_peers.py: training time without evaluations, time to a threshold, the
+BenchMARL experiment built from a gpurl preset, skipping what is absent, the SB3 side,
+and the published figures it quotes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from gpurl.api import config, train
+from tools import bench_peers
+
+
+def test_training_time_leaves_out_earlier_evaluations():
+    log = [
+        {"frames": 100, "wall_s": 2.0, "eval_s": 0.5, "return": 10.0},
+        {"frames": 200, "wall_s": 4.5, "eval_s": 1.0, "return": 480.0},
+        {"frames": 300, "wall_s": 7.5, "eval_s": 1.0, "return": 500.0},
+    ]
+    assert bench_peers.training_times(log) == [2.0, 4.0, 6.0]
+    history = [[e["frames"], e["return"], t] for e, t in zip(log, [2.0, 4.0, 6.0], strict=True)]
+    assert bench_peers.first_reaching(history, 475.0) == {
+        "frames_to_threshold": 200,
+        "train_s_to_threshold": 4.0,
+    }
+    assert bench_peers.first_reaching(history, 600.0)["frames_to_threshold"] is None
+    assert bench_peers.first_reaching(history, None)["train_s_to_threshold"] is None
+
+
+def test_a_run_logs_how_long_each_evaluation_took(tmp_path):
+    summary = train(
+        experiment="dqn_cartpole",
+        run_dir=tmp_path,
+        trainer={
+            "total_frames": 400,
+            "init_random_frames": 100,
+            "eval_interval": 200,
+            "progress": False,
+        },
+    )
+    log = summary["eval_log"]
+    assert [e["frames"] for e in log] == [200, 400]
+    assert all(e["eval_s"] > 0 for e in log)
+    times = bench_peers.training_times(log)
+    assert times[0] == log[0]["wall_s"]
+    assert times[1] == pytest.approx(log[1]["wall_s"] - log[0]["eval_s"], abs=0.01)
+
+
+def test_benchmarl_runs_the_presets_scenario_nets_and_update_count(tmp_path):
+    cfg = config(experiment="vmas_navigation_dqn")
+    spec, frames = bench_peers.benchmarl_spec("iql", cfg, 3, 6400, tmp_path)
+    exp = spec["experiment_config"]
+    # batches of 100 steps x 32 envs, evaluations every 9600 frames (closest to 10,000)
+    assert exp["off_policy_collected_frames_per_batch"] == 3200
+    assert exp["evaluation_interval"] == 9600 and frames == 9600
+    assert exp["max_n_frames"] == frames
+    # gpurl: 0.25 x (9600 - 3200) updates; BenchMARL: that total over its 3 batches
+    assert exp["off_policy_n_optimizer_steps"] * 3 == pytest.approx(1600, abs=2)
+    assert spec["scenario_config"] == {"n_agents": 2, "shared_rew": False, "max_steps": 100}
+    assert spec["hidden"] == [256, 256] and spec["activation"] == "relu"
+    assert exp["prefer_continuous_actions"] is False
+    assert exp["evaluation_episodes"] == 128 and exp["gamma"] == 0.9
+    assert (exp["exploration_eps_init"], exp["exploration_anneal_frames"]) == (1.0, 30000)
+    assert spec["algorithm_config"] == {"loss_function": "smooth_l1"}  # gpurl's huber
+    assert spec["seed"] == 3
+    json.dumps(spec)  # it goes to the other venv as one JSON argument
+
+    sac, _ = bench_peers.benchmarl_spec(
+        "isac", config(experiment="vmas_navigation_sac"), 0, 6400, tmp_path
+    )
+    assert sac["experiment_config"]["prefer_continuous_actions"] is True
+    assert sac["experiment_config"]["clip_grad_val"] is None  # gpurl's SAC: no clipping
+
+
+def test_absent_peer_and_absent_preset_are_skipped_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_peers, "BENCHMARL_VENV", tmp_path / "no-venv")
+    monkeypatch.setattr(bench_peers, "PRESETS", tmp_path)  # no preset at all
+    out = tmp_path / "out"
+    rc = bench_peers.main(["vmas", "--algos", "ippo", "--no-install", "--out", str(out)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    assert lines[0].startswith("skip BenchMARL: no BenchMARL venv")
+    assert lines[1] == (
+        "skip ippo: gpurl preset vmas_navigation_ippo does not exist in this checkout"
+    )
+    assert lines[2].startswith("0 records")
+
+
+def test_sb3_side_records_evaluations_and_the_threshold(monkeypatch):
+    pytest.importorskip("stable_baselines3")
+    zoo = dict(bench_peers.ZOO[("cartpole", "dqn")])
+    zoo["n_timesteps"] = 600
+    zoo["kwargs"] = {**zoo["kwargs"], "learning_starts": 100, "train_freq": 50, "gradient_steps": 5}
+    monkeypatch.setitem(bench_peers.ZOO, ("cartpole", "dqn"), zoo)
+    record = bench_peers.run_sb3("cartpole", "dqn", 0, eval_interval=250, stop=False)
+    frames = [h[0] for h in record["eval_history"]]
+    assert frames == [250, 500, 600]  # every 250 steps, then the final one
+    assert record["eval_return"] == record["eval_history"][-1][1]
+    assert record["threshold"] == 475.0 and record["frames"] == 600
+    assert 0 < record["train_s"] <= record["wall_time_s"]
+
+
+def test_published_figures_name_their_source():
+    published = yaml.safe_load(bench_peers.PUBLISHED.read_text())
+    impls = {p["impl"] for p in published["breakout"]}
+    assert impls == {"cleanrl", "purejaxql"}
+    for entry in published["breakout"]:
+        assert entry["source"].startswith("https://github.com/")
+        assert entry["figure"] and entry["steps"] > 0
