@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit, train_command  # noqa: E402
 
 BENCHMARL_VENV = ROOT / ".venv-benchmarl"
 BENCHMARL_REQUIREMENTS = ["benchmarl==1.5.2", "vmas==1.5.2"]
@@ -142,17 +142,7 @@ def run_gpurl(preset: str, seed: int, overrides: list[str], run_dir: Path) -> di
     if not (PRESETS / f"{preset}.yaml").exists():
         raise Skip(f"gpurl preset {preset} does not exist in this checkout")
     shutil.rmtree(run_dir, ignore_errors=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpurl.train",
-        f"experiment={preset}",
-        f"seed={seed}",
-        f"hydra.run.dir={run_dir}",
-        "trainer.progress=false",
-        "threads=1",
-        *overrides,
-    ]
+    cmd = train_command(preset, seed, run_dir, "threads=1", *overrides)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

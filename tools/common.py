@@ -13,6 +13,21 @@ def emit(record: dict) -> None:
     sys.stdout.flush()
 
 
+def train_command(preset: str, seed: int, run_dir, *overrides: str) -> list[str]:
+    """`python -m gpurl.train experiment=PRESET seed=SEED` into run_dir, without a progress
+    bar, as the record and comparison tools launch a run."""
+    return [
+        sys.executable,
+        "-m",
+        "gpurl.train",
+        f"experiment={preset}",
+        f"seed={seed}",
+        f"hydra.run.dir={run_dir}",
+        "trainer.progress=false",
+        *overrides,
+    ]
+
+
 def training_batch(trainer):
     """A batch an agent can update on, without running an update: replay samples after
     a few collecting iterations (build the trainer with a large init_random_frames), or

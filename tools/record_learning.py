@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.common import train_command  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -55,16 +58,7 @@ def main(argv=None) -> int:
             preset, seed = queue.pop(0)
             run_dir = ROOT / "runs" / "record" / f"{preset}_s{seed}{args.suffix}"
             shutil.rmtree(run_dir, ignore_errors=True)
-            cmd = [
-                sys.executable,
-                "-m",
-                "gpurl.train",
-                f"experiment={preset}",
-                f"seed={seed}",
-                f"hydra.run.dir={run_dir}",
-                "trainer.progress=false",
-                *overrides,
-            ]
+            cmd = train_command(preset, seed, run_dir, *overrides)
             env = {**os.environ, "OMP_NUM_THREADS": "1"} if args.jobs > 1 else None
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
             running.append((preset, seed, run_dir, time.perf_counter(), proc))
