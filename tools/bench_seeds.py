@@ -143,6 +143,7 @@ def main() -> None:
     if unknown:
         p.error(f"unknown mode(s) {sorted(unknown)}: use vmapped, sequential or joblib")
     env = environment_record("cpu")
+    env.pop("torch_threads", None)  # this process's; each mode's runs use `cores` (above)
     commit = gpurl_commit()
     for preset in a.presets:
         for n in a.seeds:
