@@ -165,8 +165,9 @@ class PPOAgent(OnPolicyAgent):
             self.actor = ClippedGaussianActor(
                 trunk(), info.action_dim, hidden, act, cfg.init_log_std
             )
-        central = CentralEncoder(info) if critic == "central" else None
-        self.critic = ValueNetwork(central or trunk(), hidden, act)
+        # MAPPO's critic reads the group's observations; IPPO's a trunk like the actor's
+        critic_input = CentralEncoder(info) if critic == "central" else trunk()
+        self.critic = ValueNetwork(critic_input, hidden, act)
         _init_layers(self.actor.net, 0.01)
         _init_layers(self.critic.net, 1.0)
         self.actor.to(device)
