@@ -212,6 +212,15 @@ def epochs_key(default: int):
     return key(default, "passes over each rollout", ge=1)
 
 
+def critic_key():
+    return key(
+        "local",
+        "multi-robot envs: local (IPPO: V of each robot's own observation) | central (MAPPO: "
+        "V of the group's observations and the robot's index)",
+        choices=("local", "central"),
+    )
+
+
 def minibatches_key(default: int):
     return key(
         default, "minibatches per pass; must divide trainer.rollout_steps x env.num_envs", ge=1
@@ -989,6 +998,7 @@ class PPO(Schema):
     value_coef: float = key(0.5, "weight of the value loss", ge=0)
     max_grad_norm: float | None = max_grad_norm_key(0.5)
     init_log_std: float = key(0.0, "continuous actions: the state-independent log-std it starts at")
+    critic: str = critic_key()
     encoder: Encoder = encoder_key()
 
 
@@ -1015,6 +1025,7 @@ class A2C(Schema):
     value_coef: float = key(0.5, "weight of the value loss", ge=0)
     max_grad_norm: float | None = max_grad_norm_key(0.5)
     init_log_std: float = key(0.0, "continuous actions: the state-independent log-std it starts at")
+    critic: str = critic_key()
     encoder: Encoder = encoder_key()
 
 

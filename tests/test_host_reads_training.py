@@ -1,7 +1,7 @@
 """docs/concepts.md rule 1 for the whole hot path: steady-state training iterations (collect,
 extend, sample, update, target update) read nothing back to the host, for every agent.
-PPO and A2C are audited in test_on_policy.py; PQN here (rollout, Q(lambda), epochs), and
-the pixel presets (pixels_ppo, pixels_a2c, pixels_pqn)."""
+PPO and A2C are audited in test_on_policy.py; PQN here (rollout, Q(lambda), epochs), the
+pixel presets (pixels_ppo, pixels_a2c, pixels_pqn), and IPPO and MAPPO on MarineNav."""
 
 import pytest
 
@@ -83,10 +83,25 @@ ON_POLICY_CASES = {
     "pixels_ppo": ["experiment=pixels_ppo"],
     "pixels_a2c": ["experiment=pixels_a2c"],
     "pixels_pqn": ["experiment=pixels_pqn"],
+    # multi-robot PPO (per-robot GAE under the running mask): IPPO and MAPPO on MarineNav
+    # (VMAS's own step reads the host: tests/test_multi_robot_ppo.py checks PPO adds none)
+    "ippo_marinenav": ["env=marinenav", "agent=ppo", "env.max_episode_steps=20"],
+    "mappo_marinenav_continuous": [
+        "env=marinenav_continuous",
+        "agent=ppo",
+        "agent.critic=central",
+        "env.max_episode_steps=20",
+    ],
 }
 # the fast suite keeps one case (its 2-minute budget); the others differ in the bootstrap
 # pass and the encoder, and run with the slow tests
-SLOW_ON_POLICY = {"pqn_truncation_as_end", "pqn_pixels", "pixels_a2c", "pixels_pqn"}
+SLOW_ON_POLICY = {
+    "pqn_truncation_as_end",
+    "pqn_pixels",
+    "pixels_a2c",
+    "pixels_pqn",
+    "mappo_marinenav_continuous",
+}
 
 
 def small_on_policy_trainer(tmp_path, overrides, device="cpu"):
@@ -96,7 +111,7 @@ def small_on_policy_trainer(tmp_path, overrides, device="cpu"):
             *overrides,
             f"device={device}",
             "env.num_envs=4",
-            "env.eval_envs=2",
+            *([] if any("marinenav" in o for o in overrides) else ["env.eval_envs=2"]),
             "agent.hidden=[32,32]",
             "trainer.rollout_steps=8",
             "agent.epochs=2",

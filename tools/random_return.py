@@ -29,12 +29,13 @@ from gpurl.train import load_config  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 
-def uniform_policy(spec):
-    """Uniform random actions of an action spec: TorchRL's spec.rand(), which draws from
-    the action set of a discrete spec and within the bounds of a continuous one."""
+def uniform_policy(spec, key="action"):
+    """Uniform random actions of an action spec at the env's action key (a multi-robot
+    env's is nested: ("agents", "action")): TorchRL's spec.rand(), which draws from the
+    action set of a discrete spec and within the bounds of a continuous one."""
 
     def act(td):
-        td.set("action", spec.rand())
+        td.set(key, spec.rand())
         return td
 
     return act
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
         torch.manual_seed(seed)
         # the evaluation env of a run (train.build): the same worlds the run is judged on
         env = make_eval_env(cfg.env, device="cpu", seed=seed)
-        policy = uniform_policy(env.action_spec)
+        policy = uniform_policy(env.full_action_spec[env.action_key], env.action_key)
         passes = [env.evaluation_protocol(policy) for _ in range(args.passes)]
         returns = [m["return"] for m in passes]
         extra = {}

@@ -16,6 +16,23 @@ value, "advantage" and "value_target".
 The losses are pure functions below (ppo_policy_loss, ppo_value_loss), each checked on
 hand-computed numbers in tests/test_on_policy.py, as are the targets. A2C (a2c.py) is
 this agent without clipping, one pass per rollout.
+
+Multi-robot envs (MarineNav, VMAS: robots in a group dim under "agents"): one actor and
+one critic shared by every robot, each robot's reward and done flags its own, and a
+sample of the minibatches is one (time, env) step carrying all of its robots, [R, ...].
+
+- IPPO (agent.critic=local, the default): the critic values robot i from robot i's own
+  observation, as the actor acts on it.
+- MAPPO (agent.critic=central): the critic values robot i from the whole group's
+  observations and robot i's index (policies/central.py); the actor is unchanged.
+
+GAE runs per robot over the rollout [T, N, R] (core/returns.gae) with the env's
+validity mask (EnvInfo.valid_key, MarineNav's ("agents", "running")): a step where the
+robot was not running (it stopped earlier in its episode, or its slot is empty) has no
+advantage and passes no trace, so nothing is bootstrapped across it; those steps are
+left out of the advantage normalisation and weigh 0 in every loss and metric (means
+over the running robots' steps). VMAS declares no mask: every robot counts at every
+step. Single-agent envs take the same code without a mask, unchanged.
 """
 
 from __future__ import annotations
@@ -26,19 +43,16 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
-from gpurl.agents.base import (
-    OnPolicyAgent,
-    clip_and_step,
-    make_optimizer,
-    require_single_agent,
-)
+from gpurl.agents.base import OnPolicyAgent, clip_and_step, make_optimizer
 from gpurl.core.compile import EAGER
 from gpurl.core.returns import gae
+from gpurl.core.runs import balance_runs
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     LOG_PROB,
     VALUE,
     CategoricalActor,
+    CentralEncoder,
     ClippedGaussianActor,
     PolicyWrapper,
     SharedFeatures,
@@ -48,39 +62,77 @@ from gpurl.policies import (
 )
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+CRITICS = ("local", "central")
 
 
-def ppo_policy_loss(ratio: Tensor, advantage: Tensor, clip: float | None) -> Tensor:
+def masked_mean(x: Tensor, weight: Tensor | None = None) -> Tensor:
+    """mean(x), or the weight-weighted mean where weight > 0 (a 0/1 mask: a stopped
+    robot's step is no sample; N runs rescale it: core/runs.balance_runs). An all-zero
+    weight gives 0."""
+    if weight is None:
+        return x.mean()
+    return torch.where(weight > 0, x * weight, 0.0).sum() / weight.sum().clamp(min=1.0)
+
+
+def ppo_policy_loss(
+    ratio: Tensor, advantage: Tensor, clip: float | None, weight: Tensor | None = None
+) -> Tensor:
     """mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))); no clipping when clip is None
-    (then the gradient at r = 1 is A grad log pi, the plain policy gradient of A2C)."""
+    (then the gradient at r = 1 is A grad log pi, the plain policy gradient of A2C).
+    The mean is over the entries where `weight` is 1 when given (masked_mean)."""
     loss = -advantage * ratio
     if clip is not None:
         loss = torch.maximum(loss, -advantage * ratio.clamp(1.0 - clip, 1.0 + clip))
-    return loss.mean()
+    return masked_mean(loss, weight)
 
 
-def ppo_value_loss(value: Tensor, old_value: Tensor, target: Tensor, clip: float | None) -> Tensor:
+def ppo_value_loss(
+    value: Tensor,
+    old_value: Tensor,
+    target: Tensor,
+    clip: float | None,
+    weight: Tensor | None = None,
+) -> Tensor:
     """0.5 mean((V - R)^2), or with clipping 0.5 mean(max((V - R)^2, (V_clip - R)^2)),
-    V_clip = V_old + clip(V - V_old, -eps, eps)."""
+    V_clip = V_old + clip(V - V_old, -eps, eps); over `weight`'s entries when given."""
     loss = (value - target).square()
     if clip is not None:
         clipped = old_value + (value - old_value).clamp(-clip, clip)
         loss = torch.maximum(loss, (clipped - target).square())
-    return 0.5 * loss.mean()
+    return 0.5 * masked_mean(loss, weight)
 
 
-def normalize_advantage(advantage: Tensor, eps: float = 1e-8, runs: int = 1) -> Tensor:
-    """(A - mean) / (std + eps), in place, on the device; over a rollout [T, N x E] of
-    N runs, each run's statistics its own."""
+def normalize_advantage(
+    advantage: Tensor, eps: float = 1e-8, valid: Tensor | None = None, runs: int = 1
+) -> Tensor:
+    """(A - mean) / (std + eps), in place, on the device; mean and (unbiased) std over
+    the entries where `valid` (bool) is True when given; over a rollout [T, N x E, ...]
+    of N runs (core/runs.py), each run's statistics its own."""
     if runs == 1:
-        mean, std = advantage.mean(), advantage.std()
+        if valid is None:
+            mean, std = advantage.mean(), advantage.std()
+        else:
+            mean, std = (v[0] for v in _mean_std(advantage.reshape(1, -1), valid.reshape(1, -1)))
         return advantage.sub_(mean).div_(std + eps)
-    per_run = advantage.unflatten(1, (runs, -1)).transpose(0, 1).reshape(runs, -1)
-    mean, std = per_run.mean(1), per_run.std(1)
+
+    def per_run(x):  # [T, N x E, ...] -> [N, T x E x ...]
+        return x.unflatten(1, (runs, -1)).transpose(0, 1).reshape(runs, -1)
+
+    mean, std = _mean_std(per_run(advantage), None if valid is None else per_run(valid))
     shape = (1, runs, 1, *([1] * (advantage.dim() - 2)))
     view = advantage.unflatten(1, (runs, -1))
     view.sub_(mean.reshape(shape)).div_(std.reshape(shape) + eps)
     return advantage
+
+
+def _mean_std(x: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Mean and unbiased std of each row of x [R, n], over the valid entries if given."""
+    if valid is None:
+        return x.mean(1), x.std(1)
+    count = valid.sum(1)
+    mean = torch.where(valid, x, 0.0).sum(1) / count.clamp(min=1)
+    square = torch.where(valid, (x - mean.unsqueeze(1)).square(), 0.0).sum(1)
+    return mean, (square / (count - 1).clamp(min=1)).sqrt()
 
 
 def _init_layers(net: nn.Sequential, out_gain: float) -> None:
@@ -101,10 +153,22 @@ class PPOAgent(OnPolicyAgent):
 
     def __init__(self, cfg, info, progress, compile=EAGER):
         super().__init__(cfg, info, progress, compile)
-        require_single_agent(info, self.name, "an off-policy agent (dqn, ddpg, td3, sac)")
         if cfg.activation not in ACTIVATIONS:
             raise ConfigError(
                 f"agent.activation={cfg.activation} is unknown: use {' or '.join(ACTIVATIONS)}"
+            )
+        critic = cfg.get("critic") or "local"
+        if critic not in CRITICS:
+            raise ConfigError(f"agent.critic={critic} is unknown: use local or central")
+        if critic == "central" and not info.multi_agent:
+            raise ConfigError(
+                "agent.critic=central values each robot from the group's observations: it "
+                "needs a multi-robot env (marinenav, vmas); use agent.critic=local"
+            )
+        if critic == "central" and cfg.get("shared_encoder"):
+            raise ConfigError(
+                "agent.critic=central reads the group's observations, not the actor's "
+                "encoder: set agent.shared_encoder=false"
             )
         act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
         hidden = list(cfg.hidden)
@@ -127,13 +191,16 @@ class PPOAgent(OnPolicyAgent):
             _init_layers(net.net, 0.01)
             return net
 
-        def critic():
-            net = ValueNetwork(trunk(), hidden, act)
+        def value_network():
+            # MAPPO's critic reads the group's observations; IPPO's a trunk like the actor's
+            net = ValueNetwork(
+                CentralEncoder(info) if critic == "central" else trunk(), hidden, act
+            )
             _init_layers(net.net, 1.0)
             return net
 
         self.actor = runs.build(actor).to(device)
-        self.critic = runs.build(critic).to(device)
+        self.critic = runs.build(value_network).to(device)
         shared = [] if self.encoder is None else list(self.encoder.parameters())
         self.params = [*shared, *self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = make_optimizer(self.params, self.lr, runs, eps=1e-5)
@@ -150,6 +217,8 @@ class PPOAgent(OnPolicyAgent):
         self.normalize_advantage = bool(cfg.normalize_advantage)
         # a float, or one per run (trainer.per_seed), spread over each run's rows in learn
         self.entropy_coef = self.runs.value("entropy_coef", cfg.entropy_coef, device)
+        # a multi-robot env's mask of the robots that act (none: every slot is a sample)
+        self.valid_key = info.valid_key
         self.learn_step = self.compiled(self.learn)
 
     def clips(self, cfg) -> tuple[float | None, float | None]:
@@ -173,7 +242,13 @@ class PPOAgent(OnPolicyAgent):
         normalised over the rollout when agent.normalize_advantage."""
         reward, next_value, terminated, done = self.bootstrap(rollout, last_obs)
         value = rollout.get(VALUE)
-        out = self.target_buffers(value, "advantage", "value_target")
+        valid = None
+        if self.valid_key is None:
+            out = self.target_buffers(value, "advantage", "value_target")
+        else:  # the minibatches carry the mask as a 0/1 weight beside the targets
+            out = self.target_buffers(value, "advantage", "value_target", "valid")
+            valid = rollout.get(self.valid_key).reshape(value.shape)
+            out.get("valid").copy_(valid)
         advantage, value_target = out.get("advantage"), out.get("value_target")
         gae(
             reward,
@@ -184,9 +259,10 @@ class PPOAgent(OnPolicyAgent):
             self.runs.per_row(self.gamma, reward[0]),  # a float, or per env with N runs
             self.gae_lambda,
             out=(advantage, value_target),
+            valid=valid,
         )
         if self.normalize_advantage:
-            normalize_advantage(advantage, runs=self.runs.n)
+            normalize_advantage(advantage, valid=valid, runs=self.runs.n)
         return out
 
     def learn(self, batch: TensorDict) -> TensorDict:
@@ -196,24 +272,29 @@ class PPOAgent(OnPolicyAgent):
         if not self.info.discrete:
             action = self.policy.unscale(action)
         advantage = batch["advantage"]
+        weight = None if self.valid_key is None else batch["valid"]
+        if weight is not None and self.runs.many:  # each run's loss its own rows' mean
+            weight = balance_runs(weight, self.runs.n)
         obs = with_features(self.encoder, batch)
         log_prob, entropy = self.actor.evaluate(obs, action)
         log_ratio = log_prob - batch[LOG_PROB]
         ratio = log_ratio.exp()
-        policy_loss = ppo_policy_loss(ratio, advantage, self.clip)
+        policy_loss = ppo_policy_loss(ratio, advantage, self.clip, weight)
         value = self.critic(obs)
-        value_loss = ppo_value_loss(value, batch[VALUE], batch["value_target"], self.value_clip)
+        value_loss = ppo_value_loss(
+            value, batch[VALUE], batch["value_target"], self.value_clip, weight
+        )
         coef = self.entropy_coef
         if isinstance(coef, float):
-            bonus = coef * entropy.mean()
+            bonus = coef * masked_mean(entropy, weight)
         else:
-            bonus = (self.runs.per_row(coef, entropy) * entropy).mean()
-        entropy = entropy.mean()
+            bonus = masked_mean(self.runs.per_row(coef, entropy) * entropy, weight)
+        entropy = masked_mean(entropy, weight)
         loss = policy_loss + cfg.value_coef * value_loss - bonus
         clip_and_step(self.optimizer, self.params, loss, _optional(cfg.max_grad_norm))
         with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean()
-            clipped = ((ratio - 1).abs() > (self.clip or math.inf)).float().mean()
+            approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
+            clipped = masked_mean(((ratio - 1).abs() > (self.clip or math.inf)).float(), weight)
         return TensorDict(
             policy_loss=policy_loss.detach(),
             value_loss=value_loss.detach(),

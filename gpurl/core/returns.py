@@ -71,6 +71,7 @@ def gae(
     gamma: float,
     lam: float,
     out: tuple[Tensor, Tensor] | None = None,
+    valid: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Generalized advantage estimation over a time-major rollout [T, N, ...].
 
@@ -84,6 +85,11 @@ def gae(
     trace (the next row starts another episode), so a truncated step bootstraps from
     next_value but takes nothing from the step after it. Returns (advantage, returns =
     advantage + value), written into `out` when given (two tensors shaped like value).
+
+    `valid` (bool, shaped like value; a multi-robot rollout [T, N, R]) marks the steps
+    that are samples: a robot that was running. A step that is not has no advantage
+    (A_t = 0, so its return is its own value) and no trace passes through it, so a
+    running robot's advantage never takes anything from the steps after it stopped.
     """
     advantage, returns = (
         out if out is not None else (torch.empty_like(value), torch.empty_like(value))
@@ -91,6 +97,9 @@ def gae(
     # masked_fill, not multiply: a next_value past a true end may be anything, even inf.
     advantage.copy_(next_value).masked_fill_(terminated, 0.0).mul_(gamma).add_(reward).sub_(value)
     trace = (~done).to(value.dtype).mul_(gamma * lam)
+    if valid is not None:
+        advantage.masked_fill_(~valid, 0.0)
+        trace.masked_fill_(~valid, 0.0)
     for t in range(reward.shape[0] - 2, -1, -1):
         advantage[t].addcmul_(trace[t], advantage[t + 1])
     torch.add(advantage, value, out=returns)

@@ -165,6 +165,16 @@ def unstack_module(module: nn.Module, k: int) -> nn.Module:
     return single
 
 
+def balance_runs(weight: Tensor, n: int) -> Tensor:
+    """A 0/1 weight [N x M, ...] of N runs' rows (robots that act, run-major) rescaled so
+    that a weighted mean over all rows, sum(w x) / sum(w), is the mean of the runs' own
+    weighted means: no run's loss depends on how many valid rows the others have."""
+    own = weight.reshape(n, -1).sum(1).clamp_min(1.0)  # [N]
+    scale = weight.sum().clamp_min(1.0) / (n * own)
+    rows = scale.repeat_interleave(weight.shape[0] // n)
+    return weight * rows.reshape(-1, *([1] * (weight.dim() - 1)))
+
+
 class Runs:
     """The N runs of this process: their seeds, their per-run hyperparameters and their
     generators for building networks. Every part reads it off the progress record

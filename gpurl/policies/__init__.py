@@ -1,3 +1,4 @@
+from gpurl.policies.central import CentralEncoder, central_input
 from gpurl.policies.exploration import (
     EpsilonGreedy,
     Exploration,
@@ -30,6 +31,7 @@ __all__ = [
     "ActingPolicy",
     "Exploration",
     "CNNEncoder",
+    "CentralEncoder",
     "CategoricalActor",
     "ClippedGaussianActor",
     "Critic",
@@ -47,6 +49,7 @@ __all__ = [
     "TanhGaussianActor",
     "VALUE",
     "ValueNetwork",
+    "central_input",
     "make_encoder",
     "make_exploration",
     "mlp",

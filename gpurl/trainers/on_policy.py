@@ -10,6 +10,10 @@ rest of the loop is trainers/base.py). It trains OnPolicyAgents (agents/base.py)
         agent.epochs passes over a device permutation of the T x num_envs samples,
         split in agent.minibatches; agent.update(minibatch, progress) each
 
+On a multi-robot env a sample is one (step, env) pair with all of its robots: entries
+keep their group dim, [minibatch, R, ...], and the agent masks the robots that were not
+running (agents/ppo.py).
+
 `iteration()` is the hot path: no host reads, and after the first iteration no new
 buffers beyond the losses' own (the targets, permutation and minibatch buffers are
 allocated once and refilled in place).
@@ -31,12 +35,6 @@ class OnPolicyTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         cfg, env, agent, info, progress = self.cfg, self.env, self.agent, self.info, self.progress
-        if info.multi_agent:
-            raise ConfigError(
-                f"agent={agent.name} learns on-policy, which runs on single-agent envs for "
-                f"now: use an off-policy agent (dqn, iqn, rainbow, sac, td3, ddpg, acqin) "
-                f"for multi-robot envs"
-            )
         num_envs = env.batch_size.numel()
         self.steps = int(cfg.rollout_steps)
         if self.steps < 1:

@@ -42,6 +42,7 @@ from gpurl.core.keys import as_tuple, normalize
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
 from gpurl.core.returns import nstep_returns
+from gpurl.core.runs import balance_runs
 from gpurl.core.schedules import LinearSchedule
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
@@ -195,10 +196,7 @@ class DeviceReplay:
         if self.runs > 1 and "valid" in d:
             # losses divide by all N runs' valid rows (core/replay.weighted_mean): weigh
             # each run's rows so that this is the mean of the runs' own means
-            own = valid.reshape(self.runs, -1).sum(1, keepdim=True).clamp_min(1.0)
-            weight = weight * (valid.sum().clamp_min(1.0) / (self.runs * own)).expand(
-                self.runs, n // self.runs
-            ).reshape(-1)
+            weight = balance_runs(valid, self.runs)
         out = {k[1:]: self._restore(k[1:], d[k][row, stream]) for k in d if k[0] == "obs"}
         batch = TensorDict(
             {normalize(k): v for k, v in out.items()}, batch_size=[n], device=self.device
