@@ -97,6 +97,10 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     env = make_env(cfg.env, device=device, seed=rank_seed, num_envs=num_envs)
     eval_env = make_eval_env(cfg.env, device=device, seed=int(cfg.seed))
     eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
+    # N runs: run k evaluates on its own copies, seeded seed + k (run 0's are eval_env)
+    run_eval_envs = [eval_env] + [
+        make_eval_env(cfg.env, device=device, seed=s) for s in runs.seeds[1:]
+    ]
     info = env_info(env)
     progress = Progress(device, world, runs)
     compiled = CompileSpec.from_config(cfg.get("compile"), device)
@@ -120,7 +124,17 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     logger = make_logger(cfg.logger, run_dir, name) if rank == 0 else None
     trainer_cls = OnPolicyTrainer if isinstance(agent, OnPolicyAgent) else OffPolicyTrainer
     trainer = trainer_cls(
-        cfg.trainer, env, eval_env, agent, info, progress, run_dir, logger, meta, compiled
+        cfg.trainer,
+        env,
+        eval_env,
+        agent,
+        info,
+        progress,
+        run_dir,
+        logger,
+        meta,
+        compiled,
+        run_eval_envs=run_eval_envs,
     )
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))

@@ -63,6 +63,7 @@ class Trainer:
         logger=None,
         meta=None,
         compile: CompileSpec = EAGER,
+        run_eval_envs=None,
     ):
         if int(cfg.total_frames) < 1:
             raise ConfigError(f"trainer.total_frames must be >= 1, got {cfg.total_frames}")
@@ -76,6 +77,8 @@ class Trainer:
         self.rank, self.world = distributed.rank(), distributed.world_size()
         # N runs in this process (core/runs.py): per-run curves beside the group's
         self.runs = progress.runs
+        # with N runs, run k's own evaluation env, seeded seed + k as a run of its own
+        self.run_eval_envs = list(run_eval_envs or [eval_env])
         self.tracker = EpisodeTracker(env.batch_size.numel(), self.device, self.runs.n)
         self.run_eval_log: list[list[dict]] = [[] for _ in range(self.runs.n)]
         self.run_train_history: list[list[tuple[int, float]]] = [[] for _ in range(self.runs.n)]
@@ -177,7 +180,7 @@ class Trainer:
         figure it measured as eval/<name>."""
         began = time.perf_counter()
         if self.runs.many:  # each run on its own, then the runs' mean for the bar
-            per_run = evaluate_runs(self.eval_env, self.agent.policy, self.runs)
+            per_run = evaluate_runs(self.run_eval_envs, self.agent.policy)
             took = round((time.perf_counter() - began) / self.runs.n, 3)  # one run's share
             for log, m in zip(self.run_eval_log, per_run, strict=True):
                 log.append(
@@ -222,6 +225,7 @@ class Trainer:
             "run_train_history": self.run_train_history,
             "env": self.env.env_state_dict(),
             "eval_env": self.eval_env.env_state_dict(),
+            "run_eval_envs": [e.env_state_dict() for e in self.run_eval_envs],
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "meta": self.meta,
@@ -254,6 +258,9 @@ class Trainer:
         self.run_train_history = [
             [tuple(x) for x in h] for h in state.get("run_train_history", [[]])
         ]
+        for env, saved in zip(self.run_eval_envs, state.get("run_eval_envs", []), strict=False):
+            if saved and env is not self.eval_env:
+                env.load_env_state_dict(saved)
         for key, env in (("env", self.env), ("eval_env", self.eval_env)):
             if state[key]:
                 env.load_env_state_dict(state[key])

@@ -22,20 +22,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from gpurl.core.runs import Runs, unstack_module
+from gpurl.core.runs import unstack_module
 from gpurl.trainers.evaluation import evaluate_protocol
 
 
-def evaluate_runs(eval_env, policy, runs: Runs) -> list[dict[str, float]]:
-    """Each run's greedy evaluation, every run from the same eval-env state: one run's
-    evaluation never depends on another's policy."""
-    start = eval_env.env_state_dict()
-    out = []
-    for k in range(runs.n):
-        if start:
-            eval_env.load_env_state_dict(start)
-        out.append(evaluate_protocol(eval_env, unstack_module(policy, k)))
-    return out
+def evaluate_runs(eval_envs, policy) -> list[dict[str, float]]:
+    """Each run's greedy evaluation on its own evaluation env (seeded seed + k, as run k
+    alone would be): no run's evaluation depends on another's policy or shares its
+    episodes."""
+    return [evaluate_protocol(env, unstack_module(policy, k)) for k, env in enumerate(eval_envs)]
 
 
 def mean_metrics(per_run: list[dict[str, float]]) -> dict[str, float]:
