@@ -229,15 +229,6 @@ class Runs:
         rows = value.repeat_interleave(like.shape[0] // self.n)
         return rows.reshape(-1, *([1] * (like.dim() - 1)))
 
-    def split(self, x: Tensor) -> Tensor:
-        """[N x X, ...] -> [N, X, ...]."""
-        return x.reshape(self.n, -1, *x.shape[1:])
-
-    def check(self, feature: str) -> None:
-        """Refuse `feature` with N runs (one line)."""
-        if self.many:
-            raise ConfigError(f"{feature} is not supported with trainer.num_seeds > 1 yet")
-
 
 ONE_RUN = Runs()
 

@@ -385,13 +385,13 @@ class Trainer:
     def finish(self) -> dict:
         m = self.meta
         title = f"{m.get('agent', '')} on {m.get('env', '')}, seed {m.get('seed', '')}"
+        if self.runs.many:  # each run's curve, and the seeds' figure: trainers/seeds.py
+            return self.finish_runs(title)
         curve = self.run_dir / "learning_curve.png"
         if self.rank == 0:
             plot_learning_curve(curve, title, self.eval_history, self.train_history)
         final = self.eval_history[-1][1] if self.eval_history else float("nan")
         best = max((r for _, r in self.eval_history), default=float("nan"))
-        if self.runs.many:
-            return self.finish_runs(title)
         return {
             **self.meta,
             "frames": self.frames,
