@@ -8,6 +8,7 @@ final evaluation with the IQM and its 95% bootstrap interval.
     python tools/bench_seeds.py --presets pqn_cartpole dqn_cartpole --seeds 1 4 16 64 \\
         --modes vmapped --out docs/bench/seeds/bench_seeds_cpu.jsonl
     python tools/bench_seeds.py --presets dqn_cartpole --seeds 16 --set trainer.total_frames=10000
+    python tools/bench_seeds.py --presets dqn_cartpole --seeds 16 --first-seed 16
 
 Modes (C = --cores, 2 by default):
     vmapped     one process, trainer.num_seeds=N, threads=C
@@ -84,21 +85,23 @@ def summaries(root: Path) -> list[dict]:
     return sorted(out, key=lambda s: s["seed"])
 
 
-def measure(preset: str, n: int, mode: str, cores: int, extra: list[str]) -> dict:
+def measure(
+    preset: str, n: int, mode: str, cores: int, extra: list[str], first: int = 0
+) -> dict:
     base = [f"experiment={preset}", *QUIET, *extra]
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_seeds_") as tmp:
         tmp = Path(tmp)
         if mode == "vmapped":
-            args = [*base, f"trainer.num_seeds={n}", "seed=0", f"threads={cores}"]
+            args = [*base, f"trainer.num_seeds={n}", f"seed={first}", f"threads={cores}"]
             wall, peak = launch([*args, f"hydra.run.dir={tmp}/run"])
         elif mode == "sequential":
             wall, peak = 0.0, 0.0
-            for k in range(n):
+            for k in range(first, first + n):
                 w, p = launch([*base, f"seed={k}", f"threads={cores}", f"hydra.run.dir={tmp}/{k}"])
                 wall, peak = wall + w, max(peak, p)
         else:  # joblib: C runs of one thread at a time
-            seeds = ",".join(str(k) for k in range(n))
+            seeds = ",".join(str(k) for k in range(first, first + n))
             args = ["-m", *base, f"seed={seeds}", "threads=1", "hydra/launcher=gpurl_joblib"]
             args.append(f"hydra.launcher.n_jobs={cores}")  # the launcher's default: every core
             wall, peak = launch([*args, f"hydra.sweep.dir={tmp}/sweep"])
@@ -112,6 +115,7 @@ def measure(preset: str, n: int, mode: str, cores: int, extra: list[str]) -> dic
         "preset": preset,
         "mode": mode,
         "num_seeds": n,
+        "first_seed": first,
         "cores": cores,
         "overrides": extra,
         "frames_per_run": frames,
@@ -136,6 +140,9 @@ def main() -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 4, 16])
     p.add_argument("--modes", nargs="+", default=["vmapped", "joblib"])
     p.add_argument("--cores", type=int, default=2)
+    p.add_argument(
+        "--first-seed", type=int, default=0, help="the seeds are first .. first+N-1 in every mode"
+    )
     p.add_argument("--set", nargs="*", default=[], help="extra overrides for every run")
     p.add_argument("--out", type=Path, help="append the records to this JSON-lines file")
     a = p.parse_args()
@@ -148,7 +155,7 @@ def main() -> None:
     for preset in a.presets:
         for n in a.seeds:
             for mode in a.modes:  # modes interleaved per N: a shared machine disturbs them alike
-                record = {**measure(preset, n, mode, a.cores, a.set), **env, "bench_commit": commit}
+                record = {**measure(preset, n, mode, a.cores, a.set, a.first_seed), **env, "bench_commit": commit}
                 emit(record)
                 if a.out:
                     a.out.parent.mkdir(parents=True, exist_ok=True)
