@@ -85,9 +85,7 @@ def summaries(root: Path) -> list[dict]:
     return sorted(out, key=lambda s: s["seed"])
 
 
-def measure(
-    preset: str, n: int, mode: str, cores: int, extra: list[str], first: int = 0
-) -> dict:
+def measure(preset: str, n: int, mode: str, cores: int, extra: list[str], first: int = 0) -> dict:
     base = [f"experiment={preset}", *QUIET, *extra]
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_seeds_") as tmp:
@@ -155,7 +153,8 @@ def main() -> None:
     for preset in a.presets:
         for n in a.seeds:
             for mode in a.modes:  # modes interleaved per N: a shared machine disturbs them alike
-                record = {**measure(preset, n, mode, a.cores, a.set, a.first_seed), **env, "bench_commit": commit}
+                record = measure(preset, n, mode, a.cores, a.set, a.first_seed)
+                record = {**record, **env, "bench_commit": commit}
                 emit(record)
                 if a.out:
                     a.out.parent.mkdir(parents=True, exist_ok=True)
