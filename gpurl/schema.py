@@ -1174,6 +1174,11 @@ class Trainer(Schema):
     eval_interval: int = key(
         2500, "frames between greedy evaluations on env.eval_envs copies", ge=1
     )
+    stop_at_return: float | None = key(
+        None,
+        "end the run at the first evaluation whose greedy return reaches this (with "
+        "trainer.num_seeds > 1, every run's); null: train to total_frames",
+    )
     checkpoint_interval: int = key(10000, "frames between checkpoints (and one at the end)", ge=1)
     resume: str | None = key(None, "a checkpoint file or run directory to continue from")
     progress: bool = key(True, "tqdm progress bar")

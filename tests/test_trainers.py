@@ -1,3 +1,4 @@
+import pytest
 import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
@@ -141,3 +142,38 @@ def test_trainer_hands_its_frame_count_to_envs_with_a_curriculum(tmp_path, monke
     # before each batch: the frames collected so far (host ints, nothing read back)
     assert trainer.env.seen == [0, 8, 16]
     assert all(type(s) is int for s in trainer.env.seen)
+
+
+@pytest.mark.parametrize("seeds", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_stop_at_return_ends_the_run_at_the_first_evaluation_reaching_it(seeds, tmp_path):
+    """CartPole's return is >= 1, so a target of 1 is reached at the first evaluation:
+    the run ends there, with its checkpoint, and says so; an unreachable target trains
+    to total_frames."""
+    from gpurl.train import build, load_config
+
+    def train(target, run_dir):
+        cfg = load_config(
+            [
+                "env=cartpole",
+                "agent=dqn",
+                "agent.hidden=[8]",
+                "env.num_envs=4",
+                "trainer.total_frames=600",
+                "trainer.eval_interval=200",
+                "trainer.init_random_frames=100",
+                "trainer.progress=false",
+                f"trainer.num_seeds={seeds}",
+                f"trainer.stop_at_return={target}",
+                "logger=none",
+            ]
+        )
+        trainer = build(cfg, run_dir)
+        return trainer, trainer.train()
+
+    trainer, summary = train(1.0, tmp_path / "solved")
+    assert summary["frames"] == 200 and summary["stopped_at_return"] is True
+    assert [f for f, _ in summary["eval_history"]] == [200]
+    assert trainer.checkpoint_path.is_file()
+    trainer, summary = train(1e9, tmp_path / "unsolved")
+    assert summary["frames"] == 600 and summary["stopped_at_return"] is False
+    assert len(summary["eval_history"]) == 3

@@ -21,7 +21,8 @@ solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 
        Pendulum >= -200. SB3 runs the RL Zoo's tuned hyperparameters (ZOO, below); gpurl
        runs its presets. Both evaluate every --eval-interval frames on 10 greedy
        episodes; the record keeps the frames and the training time (the wall time less
-       evaluations) at the first evaluation reaching the threshold.
+       evaluations) at the first evaluation reaching the threshold. With
+       --stop-at-threshold both sides end there (gpurl: trainer.stop_at_return).
 atari  Breakout through envpool: gpurl's atari_breakout_ppo and atari_breakout_pqn at
        --frames, beside the published figures of CleanRL's ppo_atari_envpool and of
        PQN (purejaxql), quoted with their source in tools/peers/published.yaml.
@@ -549,12 +550,15 @@ def case_solve(args) -> list[dict]:
             try:
                 if side == "gpurl":
                     overrides = [f"trainer.eval_interval={common['eval_interval']}"]
+                    if args.stop_at_threshold:
+                        overrides.append(f"trainer.stop_at_return={task['threshold']}")
                     run_dir = ROOT / "runs" / "peers" / f"solve_{name}_s{seed}"
                     summary = run_gpurl(name, seed, overrides, run_dir)
                     record = {
                         "algo": f"{summary['agent']} ({name})",
                         "overrides": overrides,
                         **gpurl_record(summary, task["threshold"]),
+                        "stopped_at_threshold": bool(summary.get("stopped_at_return")),
                     }
                 else:
                     record = run_sb3(
@@ -624,7 +628,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--stop-at-threshold",
         action="store_true",
-        help="solve: end an SB3 run at its first evaluation >= the threshold",
+        help="solve: end each run (both sides) at its first evaluation >= the threshold",
     )
     p.add_argument("--out", default="docs/bench/peers", help="where the records go")
     p.add_argument("--name", default="", help="the records file's name (default: by case)")

@@ -67,6 +67,11 @@ class Trainer:
     ):
         if int(cfg.total_frames) < 1:
             raise ConfigError(f"trainer.total_frames must be >= 1, got {cfg.total_frames}")
+        if cfg.get("stop_at_return") is not None and distributed.world_size() > 1:
+            raise ConfigError(
+                "trainer.stop_at_return ends a run from rank 0's evaluation: launch it "
+                "without torchrun"
+            )
         self.cfg, self.env, self.eval_env, self.agent = cfg, env, eval_env, agent
         self.info, self.progress = info, progress
         self.run_dir, self.logger, self.meta = Path(run_dir), logger, meta or {}
@@ -124,7 +129,8 @@ class Trainer:
         )
         postfix: dict[str, str] = {}
         self.checked_frames = self.frames
-        while self.frames < t.total_frames:
+        solved = False  # trainer.stop_at_return reached: end here, checkpoint included
+        while self.frames < t.total_frames and not solved:
             before = self.frames
             self.iteration()
             bar.update(self.frames - before)
@@ -142,7 +148,8 @@ class Trainer:
                     ret = self.evaluate()
                     postfix["eval"] = f"{ret:.1f}"
                     bar.set_postfix(postfix, refresh=False)
-            if self.frames >= next_ckpt or self.frames >= t.total_frames:
+                    solved = self.reached(t.get("stop_at_return"))
+            if self.frames >= next_ckpt or self.frames >= t.total_frames or solved:
                 next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
                 self.wall_time = time.perf_counter() - start
                 if self.rank == 0:
@@ -150,6 +157,15 @@ class Trainer:
         bar.close()
         self.wall_time = time.perf_counter() - start
         return self.finish()
+
+    def reached(self, target: float | None) -> bool:
+        """Whether the newest evaluation reached `target` (trainer.stop_at_return): its
+        return, or with N runs every run's own."""
+        if target is None:
+            return False
+        if self.runs.many:
+            return all(log[-1]["return"] >= target for log in self.run_eval_log)
+        return self.eval_history[-1][1] >= target
 
     def log(self, elapsed: float) -> dict[str, str]:
         values = distributed.mean_over_ranks(self.metrics.read(), self.device)
@@ -400,6 +416,7 @@ class Trainer:
             "best_eval_return": best,
             "eval_history": self.eval_history,
             "eval_log": self.eval_log,
+            "stopped_at_return": self.reached(self.cfg.get("stop_at_return")),
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),
@@ -452,6 +469,7 @@ class Trainer:
             "eval_returns": finals,
             "aggregate": aggregate(np.array(finals)) if all(map(math.isfinite, finals)) else None,
             "eval_history": self.eval_history,
+            "stopped_at_return": self.reached(self.cfg.get("stop_at_return")),
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),
