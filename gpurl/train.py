@@ -97,10 +97,16 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     env = make_env(cfg.env, device=device, seed=rank_seed, num_envs=num_envs)
     eval_env = make_eval_env(cfg.env, device=device, seed=int(cfg.seed))
     eval_env.check_evaluation()  # a wrong eval_envs fails now, not at the first evaluation
-    # N runs: run k evaluates on its own copies, seeded seed + k (run 0's are eval_env)
-    run_eval_envs = [eval_env] + [
-        make_eval_env(cfg.env, device=device, seed=s) for s in runs.seeds[1:]
-    ]
+    # N runs: one env of N x eval_envs copies, run k's the k-th slice, evaluates them
+    # in one pass where the env's protocol splits by run; else run k evaluates on its
+    # own copies, seeded seed + k (run 0's are eval_env)
+    if runs.many and eval_env.evaluates_by_run:
+        group_cfg = {**cfg.env, "eval_envs": int(cfg.env.eval_envs) * runs.n}
+        run_eval_envs = [make_eval_env(group_cfg, device=device, seed=int(cfg.seed))]
+    else:
+        run_eval_envs = [eval_env] + [
+            make_eval_env(cfg.env, device=device, seed=s) for s in runs.seeds[1:]
+        ]
     info = env_info(env)
     progress = Progress(device, world, runs)
     compiled = CompileSpec.from_config(cfg.get("compile"), device)

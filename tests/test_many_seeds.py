@@ -7,11 +7,12 @@ import json
 import pytest
 import torch
 from tensordict import TensorDict
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.agents import make_agent
 from gpurl.core.progress import Progress
 from gpurl.core.runs import RunAdam, Runs, stack_modules, unstack_module
-from gpurl.envs import make_env
+from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
 from gpurl.policies import LOG_PROB, VALUE
@@ -366,3 +367,23 @@ def test_compiled_stacked_update_matches_eager(tmp_path, agent, env, own):
         for key, want in module.state_dict().items():
             got = full.agent.modules()[name].state_dict()[key]
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3, msg=f"{name}.{key}")
+
+
+def test_a_group_evaluates_in_one_pass_where_the_protocol_splits_by_run(tmp_path):
+    """CartPole's greedy-return protocol splits by env slice: N runs evaluate on one env
+    of N x eval_envs copies, each run's return the mean of its slice. MarineNav has a
+    protocol of its own (fixed episode sets): each run keeps copies of its own."""
+    cfg = load_config(["env=cartpole", "agent=dqn", *SMALL, "trainer.num_seeds=3"])
+    trainer = build(cfg, tmp_path / "cartpole")
+    (group_env,) = trainer.run_eval_envs
+    assert group_env.batch_size.numel() == 3 * 2
+    trainer.evaluate()
+    got = [log[-1]["return"] for log in trainer.run_eval_log]
+    fresh = make_eval_env({**cfg.env, "eval_envs": 6}, seed=0)  # the same copies again
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        want = fresh.play_episodes(trainer.agent.policy)["return"].reshape(3, 2).mean(1)
+    assert got == pytest.approx(want.tolist())
+    cfg = load_config(
+        ["env=marinenav", "agent=dqn", *SMALL, "env.eval_envs=60", "trainer.num_seeds=2"]
+    )
+    assert len(build(cfg, tmp_path / "marinenav").run_eval_envs) == 2

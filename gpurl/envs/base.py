@@ -318,6 +318,18 @@ class NativeEnv(EnvHooks, EnvBase):
         """The greedy-return fallback: the mean return of one episode per env."""
         return {"return": self.play_episodes(policy)["return"].mean().item()}
 
+    @property
+    def evaluates_by_run(self) -> bool:
+        # the fallback's episodes split by env slice; an env's own protocol may not
+        return type(self).evaluation_protocol is NativeEnv.evaluation_protocol
+
+    def evaluation_by_run(self, policy, runs: int) -> list[dict[str, float]]:
+        """The fallback for `runs` runs at once: each slice's mean return. A run's
+        episodes do not depend on the other runs' actions: a native env draws its
+        randomness for every env at every reset and step (noise_shapes)."""
+        returns = self.play_episodes(policy)["return"].reshape(runs, -1).mean(1)
+        return [{"return": r} for r in returns.tolist()]
+
     @torch.no_grad()
     def play_episodes(self, policy, max_steps: int | None = None) -> dict[str, torch.Tensor]:
         """One episode in every env from a reset, acting with `policy` (the caller makes

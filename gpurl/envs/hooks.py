@@ -19,6 +19,10 @@ directly and never probe an env for what it might have.
                                   lean_step) when True, TorchRL's Collector otherwise
     evaluation_protocol(policy)   the trainer, at each evaluation, inside a greedy
                                   no-grad context (trainers/evaluation.py)
+    evaluates_by_run /            trainer.num_seeds=N: when True, build() makes one
+    evaluation_by_run(policy, n)  evaluation env of N x eval_envs copies and the trainer
+                                  evaluates the N runs in one pass, run k on the k-th
+                                  slice; else each run on copies of its own
     check_evaluation()            build(), once, on the evaluation env
     set_global_step(frames)       the trainer, before each iteration: a curriculum
     read_stats()                  the trainer, at each log: the env's own statistics
@@ -65,6 +69,15 @@ class EnvHooks:
     def evaluation_protocol(self, policy) -> dict[str, float]:
         """Play `policy` (the caller makes it greedy) and return host floats: "return"
         (the headline figure) and whatever else the env measures."""
+        raise NotImplementedError
+
+    #: evaluation_by_run can split this env's evaluation by run (below)
+    evaluates_by_run: bool = False
+
+    def evaluation_by_run(self, policy, runs: int) -> list[dict[str, float]]:
+        """The protocol for `runs` runs at once: this env holds runs x eval_envs copies,
+        run k's the k-th slice, and `policy` is the runs' stacked policy. Each run's
+        figures, as evaluation_protocol would give them for its slice alone."""
         raise NotImplementedError
 
     def check_evaluation(self) -> None:

@@ -82,7 +82,8 @@ class Trainer:
         self.rank, self.world = distributed.rank(), distributed.world_size()
         # N runs in this process (core/runs.py): per-run curves beside the group's
         self.runs = progress.runs
-        # with N runs, run k's own evaluation env, seeded seed + k as a run of its own
+        # with N runs: one env of N x eval_envs copies evaluating them all in one pass,
+        # or run k's own evaluation env, seeded seed + k (train.build chooses)
         self.run_eval_envs = list(run_eval_envs or [eval_env])
         self.tracker = EpisodeTracker(env.batch_size.numel(), self.device, self.runs.n)
         self.run_eval_log: list[list[dict]] = [[] for _ in range(self.runs.n)]
@@ -196,7 +197,7 @@ class Trainer:
         figure it measured as eval/<name>."""
         began = time.perf_counter()
         if self.runs.many:  # each run on its own, then the runs' mean for the bar
-            per_run = evaluate_runs(self.run_eval_envs, self.agent.policy)
+            per_run = evaluate_runs(self.run_eval_envs, self.agent.policy, self.runs.n)
             took = round((time.perf_counter() - began) / self.runs.n, 3)  # one run's share
             for log, m in zip(self.run_eval_log, per_run, strict=True):
                 log.append(
@@ -274,9 +275,11 @@ class Trainer:
         self.run_train_history = [
             [tuple(x) for x in h] for h in state.get("run_train_history", [[]])
         ]
-        for env, saved in zip(self.run_eval_envs, state.get("run_eval_envs", []), strict=False):
-            if saved and env is not self.eval_env:
-                env.load_env_state_dict(saved)
+        saved_envs = state.get("run_eval_envs", [])
+        if len(saved_envs) == len(self.run_eval_envs):  # the same evaluation layout
+            for env, saved in zip(self.run_eval_envs, saved_envs, strict=True):
+                if saved and env is not self.eval_env:
+                    env.load_env_state_dict(saved)
         for key, env in (("env", self.env), ("eval_env", self.eval_env)):
             if state[key]:
                 env.load_env_state_dict(state[key])

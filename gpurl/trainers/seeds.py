@@ -20,16 +20,22 @@ import math
 from pathlib import Path
 
 import numpy as np
+import torch
 import yaml
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.core.runs import unstack_module
 from gpurl.trainers.evaluation import evaluate_protocol
 
 
-def evaluate_runs(eval_envs, policy) -> list[dict[str, float]]:
-    """Each run's greedy evaluation on its own evaluation env (seeded seed + k, as run k
-    alone would be): no run's evaluation depends on another's policy or shares its
-    episodes."""
+def evaluate_runs(eval_envs, policy, runs: int) -> list[dict[str, float]]:
+    """Each run's greedy evaluation. One env (N x eval_envs copies): the N runs in one
+    pass of the stacked policy, run k on the k-th slice (EnvHooks.evaluation_by_run).
+    N envs: run k alone on env k (seeded seed + k, as run k alone would be). Either
+    way no run's evaluation depends on another's policy or shares its episodes."""
+    if len(eval_envs) == 1 and runs > 1:
+        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+            return eval_envs[0].evaluation_by_run(policy, runs)
     return [evaluate_protocol(env, unstack_module(policy, k)) for k, env in enumerate(eval_envs)]
 
 
