@@ -1,14 +1,10 @@
-"""gpurl.utils.aggregate against values worked out by hand on small tables."""
-
-import sys
+"""gpurl.utils.aggregate against values worked out by hand on small tables, and
+against rliable (the `stats` extra), whose estimators it implements."""
 
 import numpy as np
 import pytest
 
-from gpurl.errors import ConfigError
 from gpurl.utils.aggregate import aggregate, curve_band, performance_profile
-
-rliable = pytest.importorskip("rliable")
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -71,14 +67,45 @@ def test_curve_band_interpolates_onto_the_shared_span():
     assert all(lo <= m <= hi for lo, m, hi in bounds)
 
 
-def test_bad_tables_and_a_missing_extra(monkeypatch):
+def test_bad_tables():
     with pytest.raises(ValueError, match="runs, tasks"):
         aggregate(np.zeros((2, 2, 2)))
     with pytest.raises(ValueError, match="runs, tasks"):
         aggregate([])
-    monkeypatch.setitem(sys.modules, "rliable", None)
-    with pytest.raises(ConfigError, match=r"pip install -e '\.\[stats\]'"):
-        aggregate([1.0, 2.0])
+
+
+def test_estimates_and_intervals_match_rliables():
+    """The same points as rliable's; intervals from another random stream, so they
+    agree to the bootstrap's own noise (a few hundredths of the scores' spread)."""
+    pytest.importorskip("rliable")  # the stats extra
+    from rliable import library, metrics
+
+    rng = np.random.default_rng(5)
+    table = np.concatenate([rng.normal(0, 1, (12, 3)), rng.normal(4, 3, (4, 3))])
+    ours = aggregate(table, reps=4000)
+    state = np.random.get_state()
+    np.random.seed(0)
+    points, cis = library.get_interval_estimates(
+        {"x": table},
+        lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x)]),
+        reps=4000,
+    )
+    np.random.set_state(state)
+    assert ours["iqm"] == pytest.approx(points["x"][0])
+    assert ours["mean"] == pytest.approx(points["x"][1])
+    spread = table.std()
+    for k, name in enumerate(("iqm_ci", "mean_ci")):
+        assert ours[name] == pytest.approx(cis["x"][:, k].tolist(), abs=0.05 * spread)
+    taus = [-1.0, 0.0, 2.0, 5.0]
+    ours = performance_profile(table, taus, reps=4000)
+    np.random.seed(0)
+    points, cis = library.get_interval_estimates(
+        {"x": table}, lambda x: np.array([(x > t).mean() for t in taus]), reps=4000
+    )
+    np.random.set_state(state)
+    assert ours["fraction"] == pytest.approx(points["x"].tolist())
+    assert ours["ci_low"] == pytest.approx(cis["x"][0].tolist(), abs=0.05)
+    assert ours["ci_high"] == pytest.approx(cis["x"][1].tolist(), abs=0.05)
 
 
 def test_the_callers_numpy_stream_is_left_alone():

@@ -14,7 +14,7 @@ Writes to OUT (default: the sweep directory itself):
                        recorded (commit, date, device, versions)
   sweep_summary.png    every run's evaluation curve (thin) and, per config, the IQM
                        over runs with its 95% bootstrap interval as a band
-The estimators are gpurl.utils.aggregate's (rliable, the `stats` extra): the IQM is the
+The estimators are gpurl.utils.aggregate's (rliable's, in numpy): the IQM is the
 mean of the middle half of the runs' final returns, its interval a stratified
 bootstrap over runs.
 The table is printed too. A config is the set of overrides in a run's

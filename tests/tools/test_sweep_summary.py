@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-pytest.importorskip("rliable")
-
 from tools import sweep_summary
 
 SHARED = ["trainer.total_frames=400", "logger=none"]
