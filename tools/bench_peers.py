@@ -347,8 +347,9 @@ BENCHMARL_NOTES = {
     "iql": "BenchMARL's IQL: DQN loss without Double-Q (gpurl's preset: double=true)",
     "isac": "BenchMARL has one learning rate for actor, critics and alpha: gpurl's "
     "actor_lr is used",
-    "ippo": "",
-    "mappo": "MAPPO's critic sees every agent's observation in both",
+    "ippo": "BenchMARL has no learning-rate schedule: gpurl runs with agent.anneal_lr=false",
+    "mappo": "MAPPO's critic sees every agent's observation in both. BenchMARL has no "
+    "learning-rate schedule: gpurl runs with agent.anneal_lr=false",
 }
 COMMON_VMAS_NOTES = (
     "BenchMARL's VMAS env ends an episode at max_steps as done (VMAS's own limit); gpurl's "
@@ -411,6 +412,8 @@ def case_vmas(args) -> list[dict]:
                 f"trainer.eval_interval={spec['experiment_config']['evaluation_interval']}",
                 f"trainer.checkpoint_interval={frames}",
             ]
+            if algo in ("ippo", "mappo"):  # BenchMARL keeps its learning rate constant
+                overrides.append("agent.anneal_lr=false")
             summary = run_gpurl(preset, seed, overrides, run_root / "gpurl")
             records.append(
                 {
