@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 from tensordict import TensorDict
-from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.agents import make_agent
 from gpurl.core.progress import Progress
@@ -17,6 +16,7 @@ from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
 from gpurl.policies import LOG_PROB, VALUE
 from gpurl.train import build, load_config, run
+from gpurl.trainers.evaluation import greedy_mode
 from tests.test_resume import tensors_equal, train_to
 
 N, B = 3, 16
@@ -380,7 +380,7 @@ def test_a_group_evaluates_in_one_pass_where_the_protocol_splits_by_run(tmp_path
     trainer.evaluate()
     got = [log[-1]["return"] for log in trainer.run_eval_log]
     fresh = make_eval_env({**cfg.env, "eval_envs": 6}, seed=0)  # the same copies again
-    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+    with greedy_mode():
         want = fresh.play_episodes(trainer.agent.policy)["return"].reshape(3, 2).mean(1)
     assert got == pytest.approx(want.tolist())
     cfg = load_config(

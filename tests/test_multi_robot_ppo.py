@@ -53,29 +53,19 @@ def robots(rows, dtype=torch.float32) -> torch.Tensor:
 
 
 def test_per_robot_gae_masks_a_stopped_robot_and_bootstraps_a_truncation_by_hand():
-    advantage, returns = gae(
+    rollout = (
         robots(REWARDS),
         robots(VALUES),
         robots(NEXT_VALUES),
         robots(TERMINATED, torch.bool),
         robots(DONE, torch.bool),
-        gamma=0.5,
-        lam=0.5,
-        valid=robots(VALID, torch.bool),
     )
+    advantage, returns = gae(*rollout, gamma=0.5, lam=0.5, valid=robots(VALID, torch.bool))
     torch.testing.assert_close(advantage, robots(ADVANTAGES))
     torch.testing.assert_close(returns, robots(RETURNS))
     # without the mask the stopped robot's garbage step gets an advantage of its own:
     # 7 + 0.5 * 8 - 9 + 0.25 * 1.0 = 2.25
-    unmasked, _ = gae(
-        robots(REWARDS),
-        robots(VALUES),
-        robots(NEXT_VALUES),
-        robots(TERMINATED, torch.bool),
-        robots(DONE, torch.bool),
-        gamma=0.5,
-        lam=0.5,
-    )
+    unmasked, _ = gae(*rollout, gamma=0.5, lam=0.5)
     assert unmasked[2, 0, 1].item() == pytest.approx(2.25)
 
 

@@ -9,16 +9,26 @@ protocol of their own play one greedy episode per copy (NativeEnv, ForeignEnv).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 
+@contextmanager
+def greedy_mode() -> Iterator[None]:
+    """How evaluation acts: ExplorationType.DETERMINISTIC (means of noisy layers, no
+    epsilon) and no gradients."""
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        yield
+
+
 def greedy(policy):
-    """`policy` as evaluation runs it, for tools that call it themselves: greedy
-    (ExplorationType.DETERMINISTIC: means of noisy layers, no epsilon), no gradients."""
+    """`policy` as evaluation runs it, for tools that call it themselves."""
 
     def act(obs):
-        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        with greedy_mode():
             return policy(obs)
 
     return act
@@ -26,5 +36,12 @@ def greedy(policy):
 
 def evaluate_protocol(env, policy) -> dict[str, float]:
     """The env's evaluation protocol, acting greedily with `policy`."""
-    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+    with greedy_mode():
         return dict(env.evaluation_protocol(policy))
+
+
+def evaluate_by_run(env, policy, runs: int) -> list[dict[str, float]]:
+    """N runs' evaluations in one pass, greedily: `env` holds N x eval_envs copies and
+    `policy` is the runs' stacked policy (EnvHooks.evaluation_by_run)."""
+    with greedy_mode():
+        return env.evaluation_by_run(policy, runs)

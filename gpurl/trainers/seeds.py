@@ -20,12 +20,10 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 import yaml
-from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from gpurl.core.runs import unstack_module
-from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.trainers.evaluation import evaluate_by_run, evaluate_protocol
 
 
 def evaluate_runs(eval_envs, policy, runs: int) -> list[dict[str, float]]:
@@ -34,8 +32,7 @@ def evaluate_runs(eval_envs, policy, runs: int) -> list[dict[str, float]]:
     N envs: run k alone on env k (seeded seed + k, as run k alone would be). Either
     way no run's evaluation depends on another's policy or shares its episodes."""
     if len(eval_envs) == 1 and runs > 1:
-        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-            return eval_envs[0].evaluation_by_run(policy, runs)
+        return evaluate_by_run(eval_envs[0], policy, runs)
     return [evaluate_protocol(env, unstack_module(policy, k)) for k, env in enumerate(eval_envs)]
 
 
