@@ -196,6 +196,7 @@ def test_counter_rng_step_is_its_eager_self():
     assert (obs["observation"].abs().max(0).values[[0, 2]] < torch.tensor([2.4, 0.21])).all()
 
 
+@pytest.mark.slow  # compiles a 16-step rollout: seconds (CI runs slow tests)
 def test_compiled_rollout_equals_eager_rollout(rollouts):
     compiled, eager = rollouts
     episodes, frames = 0, 0
@@ -218,6 +219,7 @@ def test_compiled_rollout_equals_eager_rollout(rollouts):
     assert compiled(5)["frames"] == N * CHUNK * 3
 
 
+@pytest.mark.slow
 def test_compiled_rollout_reads_nothing_on_the_host(rollouts):
     compiled, _ = rollouts
     with count_host_reads() as reads:
