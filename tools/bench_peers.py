@@ -280,16 +280,20 @@ def benchmarl_spec(algo: str, cfg, seed: int, frames: int, save_folder: Path) ->
         experiment.update(
             {
                 "lr": float(agent.lr),
+                "adam_eps": 1e-5,  # gpurl's PPO Adam (BenchMARL's default is 1e-6)
                 "on_policy_collected_frames_per_batch": batch,
                 "on_policy_n_envs_per_worker": int(env.num_envs),
-                "on_policy_n_minibatch_iters": int(agent.epochs) * int(agent.minibatches),
+                # BenchMARL's "minibatch iters" are passes over the batch, each of
+                # batch / minibatch_size minibatches: gpurl's epochs
+                "on_policy_n_minibatch_iters": int(agent.epochs),
                 "on_policy_minibatch_size": batch // int(agent.minibatches),
             }
         )
         algorithm = {
             "clip_epsilon": float(agent.clip_epsilon),
             "entropy_coef": float(agent.entropy_coef),
-            "critic_coef": float(agent.value_coef),
+            # TorchRL's l2 value loss is (V - R)^2; gpurl's is 0.5 (V - R)^2
+            "critic_coef": float(agent.value_coef) / 2,
             "lmbda": float(agent.gae_lambda),
         }
         activation = str(agent.activation)
@@ -347,9 +351,11 @@ BENCHMARL_NOTES = {
     "iql": "BenchMARL's IQL: DQN loss without Double-Q (gpurl's preset: double=true)",
     "isac": "BenchMARL has one learning rate for actor, critics and alpha: gpurl's "
     "actor_lr is used",
-    "ippo": "BenchMARL has no learning-rate schedule: gpurl runs with agent.anneal_lr=false",
+    "ippo": "BenchMARL has no learning-rate schedule: gpurl runs with agent.anneal_lr=false. "
+    "BenchMARL's PPO never normalises advantages; gpurl's preset does",
     "mappo": "MAPPO's critic sees every agent's observation in both. BenchMARL has no "
-    "learning-rate schedule: gpurl runs with agent.anneal_lr=false",
+    "learning-rate schedule: gpurl runs with agent.anneal_lr=false. BenchMARL's PPO never "
+    "normalises advantages; gpurl's preset does",
 }
 COMMON_VMAS_NOTES = (
     "BenchMARL's VMAS env ends an episode at max_steps as done (VMAS's own limit); gpurl's "

@@ -74,6 +74,22 @@ def test_benchmarl_runs_the_presets_scenario_nets_and_update_count(tmp_path):
     assert sac["experiment_config"]["clip_grad_val"] is None  # gpurl's SAC: no clipping
 
 
+def test_benchmarl_ppo_makes_gpurls_updates_with_gpurls_loss_weights(tmp_path):
+    cfg = config(experiment="vmas_navigation_ippo")
+    spec, frames = bench_peers.benchmarl_spec("ippo", cfg, 0, 38400, tmp_path)
+    exp, algo = spec["experiment_config"], spec["algorithm_config"]
+    batch = exp["on_policy_collected_frames_per_batch"]
+    assert batch == 100 * 32 and frames == 38400
+    # BenchMARL's Experiment makes n_minibatch_iters passes over the batch, each of
+    # batch / minibatch_size minibatches: gpurl's epochs x minibatches updates per batch
+    passes, per_pass = exp["on_policy_n_minibatch_iters"], batch // exp["on_policy_minibatch_size"]
+    assert (passes, per_pass) == (cfg.agent.epochs, cfg.agent.minibatches)
+    # TorchRL's l2 critic loss is (V - R)^2, gpurl's 0.5 (V - R)^2: half the coefficient
+    assert algo["critic_coef"] == cfg.agent.value_coef / 2
+    assert exp["adam_eps"] == 1e-5 and exp["lr"] == cfg.agent.lr
+    assert algo["lmbda"] == cfg.agent.gae_lambda and algo["clip_epsilon"] == 0.2
+
+
 def test_absent_peer_and_absent_preset_are_skipped_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_peers, "BENCHMARL_VENV", tmp_path / "no-venv")
     monkeypatch.setattr(bench_peers, "PRESETS", tmp_path)  # no preset at all
