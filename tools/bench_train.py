@@ -5,11 +5,15 @@ and the network alone allow.
     python tools/bench_train.py --agents ppo pqn a2c --num-envs 1024 4096 16384 \\
         --modes eager compile cudagraphs --device cuda --max-mem-delta 0
     python tools/bench_train.py --agents ppo --set agent.shared_encoder=true
+    python tools/bench_train.py --presets vmas_navigation_ippo --num-envs 32 \
+        --rollout-steps 100 --modes eager --rounds 2      # any on-policy preset
+
 
 For each agent (its preset, experiment=pixels_AGENT: the preset's networks, epochs and
-minibatches), num_envs and mode it builds the trainer as `python -m gpurl.train` does
-(env.num_envs=N, trainer.rollout_steps=--rollout-steps), and times, in rounds that
-interleave the three sides (a shared machine disturbs them alike):
+minibatches; or each of --presets, any on-policy preset), num_envs and mode it builds
+the trainer as `python -m gpurl.train` does (env.num_envs=N,
+trainer.rollout_steps=--rollout-steps), and times, in rounds that interleave the three
+sides (a shared machine disturbs them alike):
 
     train   trainer.iteration(): the rollout of T x N frames (env, acting policy,
             collector), the bootstrap value and GAE (or Q(lambda)), and epochs x
@@ -87,9 +91,9 @@ def peak_memory(device: torch.device) -> int:
     return -1
 
 
-def trainer_for(agent: str, mode: str, num_envs: int, args, run_dir: str):
+def trainer_for(preset: str, mode: str, num_envs: int, args, run_dir: str):
     overrides = [
-        f"experiment={PRESETS[agent]}",
+        f"experiment={preset}",
         *MODES[mode],
         f"device={args.device}",
         f"env.num_envs={num_envs}",
@@ -105,18 +109,18 @@ def trainer_for(agent: str, mode: str, num_envs: int, args, run_dir: str):
     return cfg, build(cfg, run_dir), overrides
 
 
-def bench_case(agent: str, mode: str, num_envs: int, args) -> dict:
+def bench_case(preset: str, mode: str, num_envs: int, args) -> dict:
     device = torch.device(args.device)
     clock = Clock(device)
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg, tr, overrides = trainer_for(agent, mode, num_envs, args, run_dir)
+        cfg, tr, overrides = trainer_for(preset, mode, num_envs, args, run_dir)
     # the floor's env: a second copy, so the trainer's collector keeps its own state
     env = make_env(cfg.env, device=device, seed=int(cfg.seed) + 1)
     T, N = tr.steps, num_envs
     frames = T * N
     updates = tr.epochs * tr.minibatches
-    gen = torch.Generator(device=device).manual_seed(0)
-    actions = torch.randint(8, (T, N), generator=gen, device=device)
+    torch.manual_seed(0)  # uniform random actions from the env's own action spec
+    actions = env.full_action_spec[env.action_key].rand(torch.Size([T])).to(device)
 
     t0 = time.perf_counter()
     for _ in range(args.warmup):  # allocates the rollout buffers, compiles, captures
@@ -158,8 +162,8 @@ def bench_case(agent: str, mode: str, num_envs: int, args) -> dict:
     n = args.rounds * frames
     return {
         "bench": "bench_train",
-        "agent": agent,
-        "preset": PRESETS[agent],
+        "agent": str(cfg.agent.name),
+        "preset": preset,
         "num_envs": N,
         "mode": mode,
         "overrides": overrides,
@@ -195,6 +199,9 @@ def bench_case(agent: str, mode: str, num_envs: int, args) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--agents", nargs="+", default=["ppo", "pqn"], choices=list(PRESETS))
+    p.add_argument(
+        "--presets", nargs="+", default=[], help="on-policy presets to time instead of --agents"
+    )
     p.add_argument("--num-envs", nargs="+", type=int, default=[1024, 4096])
     p.add_argument("--modes", nargs="+", default=["eager", "compile"], choices=list(MODES))
     p.add_argument("--device", default="cpu")
@@ -227,21 +234,22 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     cuda = torch.device(args.device).type == "cuda"
     failed = False
+    presets = args.presets or [PRESETS[agent] for agent in args.agents]
     for num_envs in args.num_envs:
-        for agent in args.agents:
+        for preset in presets:
             for mode in args.modes:
                 if mode == "cudagraphs" and not cuda:
                     emit(
                         {
                             "bench": "bench_train",
-                            "agent": agent,
+                            "preset": preset,
                             "num_envs": num_envs,
                             "mode": mode,
                             "skipped": "compile.cudagraphs needs CUDA: run with --device cuda",
                         }
                     )
                     continue
-                record = bench_case(agent, mode, num_envs, args)
+                record = bench_case(preset, mode, num_envs, args)
                 bound = args.max_mem_delta
                 record["mem_check"] = None if bound is None else record["peak_mem_delta"] <= bound
                 failed |= record["mem_check"] is False

@@ -37,3 +37,17 @@ def test_prints_train_and_floor_records(capsys):
     assert eager["floor_frames_per_sec"] == pytest.approx(64 / (env + net), rel=1e-2)
     assert eager["efficiency"] == pytest.approx((env + net) / train, rel=1e-2)
     assert graphs["mode"] == "cudagraphs" and "skipped" in graphs  # no CUDA here
+
+
+@pytest.mark.slow  # builds and trains a VMAS trainer
+def test_times_any_on_policy_preset_with_its_own_action_spec(capsys):
+    pytest.importorskip("vmas")
+    argv = ["--presets", "vmas_navigation_ippo", "--num-envs", "4", "--rollout-steps", "4"]
+    argv += ["--rounds", "1", "--warmup", "1", "--modes", "eager"]
+    assert bench_train.main(argv) == 0
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert FIELDS <= set(record)
+    assert record["preset"] == "vmas_navigation_ippo" and record["agent"] == "ppo"
+    # frames count env steps (two robots act in each); the env alone steps on random
+    # actions drawn from its [envs, robots] action spec
+    assert record["frames_per_iteration"] == 4 * 4 and record["env_frames_per_sec"] > 0
