@@ -351,21 +351,36 @@ BENCHMARL_NOTES = {
     "iql": "BenchMARL's IQL: DQN loss without Double-Q (gpurl's preset: double=true)",
     "isac": "BenchMARL has one learning rate for actor, critics and alpha: gpurl's "
     "actor_lr is used",
-    "ippo": "BenchMARL has no learning-rate schedule: gpurl runs with agent.anneal_lr=false. "
-    "BenchMARL's PPO never normalises advantages; gpurl's preset does",
-    "mappo": "MAPPO's critic sees every agent's observation in both. BenchMARL has no "
-    "learning-rate schedule: gpurl runs with agent.anneal_lr=false. BenchMARL's PPO never "
-    "normalises advantages; gpurl's preset does",
+    "ippo": "BenchMARL has no learning-rate schedule: gpurl runs with agent.anneal_lr=false",
+    "mappo": "MAPPO's critic sees every agent's observation in both (BenchMARL's gives "
+    "both agents one value, gpurl's reads the agent's index too). BenchMARL has no "
+    "learning-rate schedule: gpurl runs with agent.anneal_lr=false",
 }
-COMMON_VMAS_NOTES = (
-    "BenchMARL's VMAS env ends an episode at max_steps as done (VMAS's own limit); gpurl's "
-    "marks it truncated and bootstraps through it. Evaluation: both sides greedy, one "
-    "episode on each of env.eval_envs envs, return = the agents' rewards summed (BenchMARL "
-    "logs their mean); training time excludes evaluations on both sides. Off-policy: "
-    "BenchMARL trains after every batch of 100 steps x envs, the first included, gpurl "
-    "once init_random_frames are in: BenchMARL's updates per batch are set so that both "
-    "make about utd x (frames - init_random_frames) updates"
-)
+
+
+def vmas_notes(algo: str, agent) -> str:
+    """What the two sides do differently that the spec cannot set, from gpurl's config."""
+    if agent.get("bootstrap_truncated", True):
+        limit = "gpurl's marks it truncated and bootstraps through it"
+    else:
+        limit = "so does gpurl's preset (agent.bootstrap_truncated=false)"
+    notes = [
+        f"BenchMARL's VMAS env ends an episode at max_steps as terminal (VMAS's own "
+        f"limit); {limit}",
+        "Evaluation: both sides greedy, one episode on each of env.eval_envs envs, return "
+        "= the agents' rewards summed (BenchMARL logs their mean); training time excludes "
+        "evaluations on both sides",
+    ]
+    if algo in ("ippo", "mappo"):
+        normalised = "gpurl's preset does" if agent.normalize_advantage else "nor does gpurl's"
+        notes.append(f"BenchMARL's PPO never normalises advantages; {normalised}")
+    else:
+        notes.append(
+            "Off-policy: BenchMARL trains after every batch of 100 steps x envs, the first "
+            "included, gpurl once init_random_frames are in: BenchMARL's updates per batch "
+            "are set so that both make about utd x (frames - init_random_frames) updates"
+        )
+    return ". ".join(notes)
 
 
 def run_benchmarl(python: Path, spec: dict, extra_path: Path | None) -> dict:
@@ -411,7 +426,7 @@ def case_vmas(args) -> list[dict]:
                 "task": task,
                 "seed": seed,
                 "pair": f"{algo}~{preset}",
-                "notes": COMMON_VMAS_NOTES,
+                "notes": vmas_notes(algo, cfg.agent),
             }
             overrides = [
                 f"trainer.total_frames={frames}",
@@ -450,7 +465,7 @@ def case_vmas(args) -> list[dict]:
                     "versions": result["versions"],
                     "benchmarl_venv": venv_note,
                     "spec": spec,
-                    "notes": COMMON_VMAS_NOTES + ". " + BENCHMARL_NOTES[algo],
+                    "notes": vmas_notes(algo, cfg.agent) + ". " + BENCHMARL_NOTES[algo],
                 }
             )
             emit(records[-1])

@@ -125,3 +125,12 @@ def test_published_figures_name_their_source():
     for entry in published["breakout"]:
         assert entry["source"].startswith("https://github.com/")
         assert entry["figure"] and entry["steps"] > 0
+
+
+def test_vmas_notes_say_what_gpurls_preset_does_at_the_step_limit():
+    ppo = config(experiment="vmas_navigation_ippo").agent
+    note = bench_peers.vmas_notes("ippo", ppo)
+    assert "so does gpurl's preset (agent.bootstrap_truncated=false)" in note
+    assert "nor does gpurl's" in note  # the preset trains on raw advantages, as BenchMARL
+    dqn = bench_peers.vmas_notes("iql", config(experiment="vmas_navigation_dqn").agent)
+    assert "bootstraps through it" in dqn and "utd x" in dqn
