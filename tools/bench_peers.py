@@ -57,6 +57,7 @@ PRESETS = ROOT / "gpurl" / "configs" / "experiment"
 PUBLISHED = ROOT / "tools" / "peers" / "published.yaml"
 
 # BenchMARL algorithm -> the gpurl preset it runs beside
+ON_POLICY = ("ippo", "mappo")  # BenchMARL's on-policy algorithms among PAIRS
 PAIRS = {
     "iql": "vmas_navigation_dqn",
     "isac": "vmas_navigation_sac",
@@ -253,7 +254,7 @@ def benchmarl_spec(algo: str, cfg, seed: int, frames: int, save_folder: Path) ->
         )
     }
     scenario["max_steps"] = int(env.max_episode_steps)
-    on_policy = algo in ("ippo", "mappo")
+    on_policy = algo in ON_POLICY
     if on_policy:
         batch = int(trainer.rollout_steps) * int(env.num_envs)
     else:  # a batch of 100 steps of every env, with utd x batch updates after it
@@ -351,10 +352,9 @@ BENCHMARL_NOTES = {
     "iql": "BenchMARL's IQL: DQN loss without Double-Q (gpurl's preset: double=true)",
     "isac": "BenchMARL has one learning rate for actor, critics and alpha: gpurl's "
     "actor_lr is used",
-    "ippo": "BenchMARL has no learning-rate schedule: gpurl runs with agent.anneal_lr=false",
+    "ippo": "",
     "mappo": "MAPPO's critic sees every agent's observation in both (BenchMARL's gives "
-    "both agents one value, gpurl's reads the agent's index too). BenchMARL has no "
-    "learning-rate schedule: gpurl runs with agent.anneal_lr=false",
+    "both agents one value, gpurl's reads the agent's index too)",
 }
 
 
@@ -371,9 +371,10 @@ def vmas_notes(algo: str, agent) -> str:
         "= the agents' rewards summed (BenchMARL logs their mean); training time excludes "
         "evaluations on both sides",
     ]
-    if algo in ("ippo", "mappo"):
+    if algo in ON_POLICY:
         normalised = "gpurl's preset does" if agent.normalize_advantage else "nor does gpurl's"
         notes.append(f"BenchMARL's PPO never normalises advantages; {normalised}")
+        notes.append("BenchMARL has no learning-rate schedule: gpurl runs with anneal_lr=false")
     else:
         notes.append(
             "Off-policy: BenchMARL trains after every batch of 100 steps x envs, the first "
@@ -433,7 +434,7 @@ def case_vmas(args) -> list[dict]:
                 f"trainer.eval_interval={spec['experiment_config']['evaluation_interval']}",
                 f"trainer.checkpoint_interval={frames}",
             ]
-            if algo in ("ippo", "mappo"):  # BenchMARL keeps its learning rate constant
+            if algo in ON_POLICY:  # BenchMARL keeps its learning rate constant
                 overrides.append("agent.anneal_lr=false")
             summary = run_gpurl(preset, seed, overrides, run_root / "gpurl")
             records.append(
@@ -465,7 +466,7 @@ def case_vmas(args) -> list[dict]:
                     "versions": result["versions"],
                     "benchmarl_venv": venv_note,
                     "spec": spec,
-                    "notes": vmas_notes(algo, cfg.agent) + ". " + BENCHMARL_NOTES[algo],
+                    "notes": ". ".join(filter(None, [common["notes"], BENCHMARL_NOTES[algo]])),
                 }
             )
             emit(records[-1])

@@ -1,13 +1,12 @@
-"""End-to-end training frames/s of the on-policy pixel presets, against the floor the env
-and the network alone allow.
+"""End-to-end training frames/s of on-policy presets (the pixel presets by default),
+against the floor the env and the network alone allow.
 
     python tools/bench_train.py                                  # ppo, pqn; 1,024 and 4,096 envs
     python tools/bench_train.py --agents ppo pqn a2c --num-envs 1024 4096 16384 \\
         --modes eager compile cudagraphs --device cuda --max-mem-delta 0
     python tools/bench_train.py --agents ppo --set agent.shared_encoder=true
-    python tools/bench_train.py --presets vmas_navigation_ippo --num-envs 32 \
+    python tools/bench_train.py --presets vmas_navigation_ippo --num-envs 32 \\
         --rollout-steps 100 --modes eager --rounds 2      # any on-policy preset
-
 
 For each agent (its preset, experiment=pixels_AGENT: the preset's networks, epochs and
 minibatches; or each of --presets, any on-policy preset), num_envs and mode it builds
