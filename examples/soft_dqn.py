@@ -5,10 +5,10 @@ The target replaces DQN's max with a soft maximum at temperature tau,
     y = r + discount * tau * logsumexp(Q_target(s', .) / tau),
 
 which tends to the max as tau -> 0. It extends gpurl's DQN, so it keeps DQN's networks,
-exploration, replay and config keys, and adds `agent.temperature`:
+exploration, replay and config keys, and adds `agent.temperature`. Installed
+(pip install -e examples/), its entry point registers it as agent=soft_dqn:
 
-    PYTHONPATH=examples python -m gpurl.train env=custom env._target_=catch.CatchEnv \\
-        agent=dqn +agent._target_=soft_dqn.SoftDQNAgent +agent.temperature=0.05
+    python -m gpurl.train env=catch agent=soft_dqn agent.temperature=0.05
 """
 
 import torch
@@ -16,7 +16,9 @@ import torch.nn.functional as F
 from tensordict import TensorDict
 
 from gpurl.agents.base import clip_and_step, polyak_update
-from gpurl.agents.dqn import DQNAgent
+from gpurl.agents.dqn import DQNAgent, DQNConfig
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 
 
@@ -25,6 +27,14 @@ def soft_target(q_next: torch.Tensor, reward, discount, temperature: float) -> t
     return reward + discount * temperature * torch.logsumexp(q_next / temperature, dim=-1)
 
 
+@declare(name="soft_dqn")
+class SoftDQNConfig(DQNConfig):
+    """Soft Q-learning (examples/soft_dqn.py): DQN with a soft-maximum target."""
+
+    temperature: float = key(0.05, "tau of the soft maximum; 0 < tau (-> 0: DQN's max)", gt=0)
+
+
+@register("agent", "soft_dqn", SoftDQNConfig)
 class SoftDQNAgent(DQNAgent):
     name = "soft_dqn"
 

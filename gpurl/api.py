@@ -132,7 +132,7 @@ def train(cfg: DictConfig | None = None, run_dir: str | Path | None = None, **se
     wall time, versions, commit and the run directory. The run directory is laid out
     as the command line's (tools such as load_trained and sweep_summary read it)."""
     from gpurl.train import run
-    from gpurl.trainers.reporting import close_loggers
+    from gpurl.trainers.loggers import close_loggers
 
     cfg = cfg if cfg is not None else config(**settings)
     check_config(cfg)  # a cfg changed after config(): refused before its run dir is made

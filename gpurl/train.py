@@ -29,19 +29,20 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gpurl.agents import OnPolicyAgent, make_agent
-from gpurl.core import distributed
+from gpurl.core import distributed, registry
 from gpurl.core.compile import CompileSpec
 from gpurl.core.progress import Progress
 from gpurl.core.runs import Runs
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
-from gpurl.schema import check_config, help_text
+from gpurl.schema import check_config, help_text, load_components
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
+from gpurl.trainers.loggers import close_loggers, make_logger
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
-from gpurl.trainers.reporting import close_loggers, make_logger, write_summary
+from gpurl.trainers.reporting import write_summary
 from gpurl.trainers.seeds import write_runs
 from gpurl.utils.device import resolve_device
 from gpurl.utils.provenance import environment_record, gpurl_commit
@@ -51,6 +52,7 @@ def load_config(overrides: list[str] | None = None) -> DictConfig:
     """Compose the config as the command line would, for scripts, tools and tests."""
     from hydra import compose, initialize_config_module
 
+    load_components()  # gpurl's and the plug-ins' options, theirs in Hydra's store
     with initialize_config_module("gpurl.configs", version_base="1.3"):
         return compose("config", overrides=list(overrides or []))
 
@@ -298,7 +300,8 @@ def _hydra_line(err: Exception) -> str:
     if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
         group, _, option = err.missing_cfg_file.rpartition("/")
         options = ", ".join(o for o in err.options if not o.startswith("_"))
-        return f"unknown {group} '{option}' ({group}={option}): choose one of {options}"
+        left_out = registry.hint()  # plug-ins that failed to import may have held it
+        return f"unknown {group} '{option}' ({group}={option}): choose one of {options}{left_out}"
     lines = [line.strip() for line in str(err).strip().splitlines()]
     lines = [line for line in lines if line and not line.startswith("See https://")]
     if "Config search path:" in lines:
@@ -390,6 +393,12 @@ def quiet_rank_overrides() -> list[str]:
 def cli(argv: list[str]) -> None:
     """`python -m gpurl.train ARGS`: gpurl's --help, the command-line check, then Hydra."""
     rank0 = int(os.environ.get("RANK", "0")) == 0
+    try:
+        load_components()
+    except ConfigError as err:  # two plug-ins registering one name
+        if rank0:
+            print(f"gpurl: error: {err}", file=sys.stderr)
+        sys.exit(2)
     if "--help" in argv or "-h" in argv:
         sys.exit(print_help(argv) if rank0 else 0)
     problem = command_line_problem(argv)

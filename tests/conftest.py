@@ -7,6 +7,27 @@ torch.set_num_threads(1)
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
+@pytest.fixture
+def scoped_registry():
+    """gpurl's component registry (gpurl/core/registry.py) for a test that registers
+    components of its own: they, and the Hydra options made for them, are gone after it."""
+    from hydra.core.config_store import ConfigStore
+
+    from gpurl.core import registry
+
+    state = registry.snapshot()
+    repo = ConfigStore.instance().repo
+    saved = {g: dict(repo[g]) for g in ("env", "agent", "logger") if g in repo}
+    try:
+        yield registry
+    finally:
+        registry.restore(state)
+        for g in ("env", "agent", "logger"):
+            repo.pop(g, None)
+            if g in saved:
+                repo[g] = saved[g]
+
+
 def devices():
     """CPU always; CUDA too when present."""
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -21,15 +21,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gpurl.agents import AGENTS
 from gpurl.agents.dqn import DQNAgent
-from gpurl.envs import NATIVE_ENVS
+from gpurl.core import registry
 from gpurl.errors import ConfigError
 from gpurl.schema import (
-    AGENTS_SCHEMA,
     CONFIGS,
-    ENVS,
-    YAML_FILES,
     Root,
     _optional,
     check_config,
@@ -37,6 +33,7 @@ from gpurl.schema import (
     keys_of,
     reference,
     write_yaml,
+    yaml_files,
     yaml_keys,
 )
 from gpurl.train import build, cli, load_config, print_help, train_or_exit
@@ -316,7 +313,7 @@ def composed(*overrides: str):
 def schema_cases():
     """(overrides, key, bad value) for every key of every group option and the top level:
     a key declared alike in several options (gamma in every agent) is tried in the first."""
-    options = [("", "", Root), *((g, o, s) for (g, o), s in YAML_FILES.items())]
+    options = [("", "", Root), *((g, o, s) for (g, o), s in yaml_files().items())]
     seen = set()
     for group, option, schema in options:
         base = ([f"{group}={option}"] if group else []) + BASE.get((group, option), [])
@@ -502,15 +499,19 @@ def test_the_yaml_files_are_generated_from_the_schema():
     assert yaml_keys(Root) in (CONFIGS / "config.yaml").read_text()
 
 
-def test_every_registered_agent_and_env_has_a_schema():
-    assert set(AGENTS) <= set(AGENTS_SCHEMA)
-    assert set(NATIVE_ENVS) <= set(ENVS)
+def test_every_option_file_is_generated_a_preset_or_open():
+    """Each YAML file of a group is one of: generated from a registered config, a preset
+    over a generated one, or an open config written by hand (agent=custom)."""
+    generated = yaml_files()
     for group in ("env", "agent", "trainer", "logger", "compile"):
         for option in group_options(group):
             text = (CONFIGS / group / f"{option}.yaml").read_text()
             preset = "defaults:" in text  # compile=full, env=marinenav_continuous
             open_ = "_target_: ???" in text  # agent=custom
-            assert (group, option) in YAML_FILES or preset or open_, (group, option)
+            assert (group, option) in generated or preset or open_, (group, option)
+    for group in ("env", "agent", "logger"):  # and every registered option of gpurl's has one
+        for name, comp in registry.components(group).items():
+            assert comp.own and (CONFIGS / group / f"{name}.yaml").is_file(), (group, name)
 
 
 def test_the_reference_lists_every_key_with_its_type_range_default_and_doc():
@@ -523,7 +524,7 @@ def test_the_reference_lists_every_key_with_its_type_range_default_and_doc():
             else:
                 yield f"{prefix}{k}", v
 
-    for group, option in YAML_FILES:
+    for group, option in yaml_files():
         node = OmegaConf.to_container(composed(f"{group}={option}")[group])
         listed = {r.path: r for r in rows if r.group == group and r.option == option}
         values = dict(leaves(node, f"{group}.", listed))

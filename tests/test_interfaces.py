@@ -35,8 +35,9 @@ ALLOWED = {
     "policies": {"errors", "core", "utils", "envs"},
     "agents": {"errors", "core", "utils", "envs", "policies"},
     "trainers": {"errors", "core", "utils", "envs", "policies", "agents"},
-    # the config schema reads the registries and the choices the layers below define
-    "schema": {"errors", "core", "utils", "envs", "policies", "agents", "trainers"},
+    # the config mechanism: the base configs of envs and agents, the agent kinds (checked
+    # module by module below: no concrete env or agent)
+    "schema": {"errors", "core", "utils", "envs", "agents"},
     "train": set(LAYERS) - {"train", "api"},
     "api": set(LAYERS) - {"api"},
 }
@@ -47,6 +48,9 @@ INTROSPECTION_ALLOWED = {
     "envs/foreign.py",
     # the host-read counter swaps torch.Tensor's methods for counting ones, by name
     "utils/host_reads.py",
+    # declare() gives the keys a config class inherits its own defaults, before the
+    # dataclass is built (a class being declared, not a hook of an env or agent)
+    "core/config.py",
 }
 
 
@@ -87,6 +91,52 @@ def test_imports_run_one_way(path):
         if target != layer and target not in ALLOWED[layer] and target in ALLOWED
     ]
     assert not wrong, f"{path.relative_to(ROOT)} ({layer}) " + "; ".join(wrong)
+
+
+# What the config mechanism may import of gpurl: each component's keys live beside the
+# component, which registers itself (core/registry.py), so schema.py names none of them.
+SCHEMA_IMPORTS = {
+    "gpurl.agents",  # the agent kinds and agent_class (the package's own __init__)
+    "gpurl.agents.config",  # the keys every agent kind shares
+    "gpurl.core",
+    "gpurl.core.config",
+    "gpurl.core.registry",
+    "gpurl.envs.config",  # the keys every env shares
+    "gpurl.errors",
+    "gpurl.utils.device",
+}
+
+
+def test_the_schema_imports_the_mechanism_alone():
+    tree = ast.parse((ROOT / "schema.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gpurl"):
+            imported |= {node.module} if node.module != "gpurl" else set()
+        elif isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names if a.name.startswith("gpurl")}
+    assert imported <= SCHEMA_IMPORTS, imported - SCHEMA_IMPORTS
+
+
+@pytest.mark.slow  # a process: 4 s
+def test_importing_the_schema_loads_no_env_or_agent():
+    """In a fresh process, `import gpurl.schema` brings in none of the modules that declare
+    an env family or an agent (the registry loads them when a config is checked)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, gpurl.schema\n"
+        "before = set(sys.modules)\n"
+        "from gpurl.core import registry\n"
+        "mods = {c.module for g in ('env', 'agent') for c in registry.components(g).values()}\n"
+        "print(sorted(mods & before))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True
+    )
+    # the foreign-env adapter (env=custom's factory) is no env family: every env uses it
+    assert out.stdout.strip() == "['gpurl.envs.foreign']", out.stdout
 
 
 def test_agents_policies_and_envs_import_nothing_from_trainers():

@@ -11,8 +11,8 @@ import pytest
 
 from gpurl.errors import ConfigError
 from gpurl.train import build, load_config
-from gpurl.trainers import reporting
-from gpurl.trainers.reporting import close_loggers, make_logger
+from gpurl.trainers import loggers
+from gpurl.trainers.loggers import close_loggers, make_logger
 
 TINY = [
     "agent.hidden=[16,16]",
@@ -109,7 +109,7 @@ def test_missing_logger_package_is_a_config_error_naming_the_extra(
 ):
     real = importlib.util.find_spec
     monkeypatch.setattr(
-        reporting.importlib.util,
+        loggers.importlib.util,
         "find_spec",
         lambda name, *args: None if name == kind else real(name, *args),
     )

@@ -7,7 +7,7 @@ and replay keep the six builds to a few seconds; training is left to the other t
 import pytest
 import torch
 
-from gpurl.agents import AGENTS
+from gpurl.core import registry
 from gpurl.envs.marinenav import MarineNavContinuousEnv
 from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import greedy
@@ -49,7 +49,7 @@ def test_marinenav_preset_builds_its_agent(tmp_path, preset):
 
     trainer = build(cfg, tmp_path)
     agent = trainer.agent
-    assert type(agent) is AGENTS[name] and cfg.agent.name == name
+    assert type(agent) is registry.find("agent", name).target and cfg.agent.name == name
     assert isinstance(trainer.env, MarineNavContinuousEnv) == continuous
     assert trainer.env.num_envs == 2 and trainer.eval_env.num_envs == 60  # the fixed set
 

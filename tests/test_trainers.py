@@ -118,11 +118,11 @@ class CurriculumProbe(CartPoleEnv):
         self.seen.append(step)
 
 
-def test_trainer_hands_its_frame_count_to_envs_with_a_curriculum(tmp_path, monkeypatch):
-    from gpurl.envs import NATIVE_ENVS
+def test_trainer_hands_its_frame_count_to_envs_with_a_curriculum(tmp_path, scoped_registry):
+    from gpurl.envs.cartpole import CartPoleConfig
     from gpurl.train import build, load_config
 
-    monkeypatch.setitem(NATIVE_ENVS, "curriculum_probe", CurriculumProbe)
+    scoped_registry.register("env", "curriculum_probe", CartPoleConfig)(CurriculumProbe)
     cfg = load_config(
         [
             "env=cartpole",

@@ -395,12 +395,12 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     num_envs minibatch for PPO) and its collector's rollout of one step of every env."""
     import tempfile
 
-    from gpurl.agents import AGENTS, OnPolicyAgent
+    from gpurl.agents import OnPolicyAgent, agent_class
     from gpurl.train import build, load_config
     from tools.common import environment_record, training_batch
 
     device = torch.device(args.device)
-    on_policy = issubclass(AGENTS[load_config(AGENT_CASES[agent]).agent.name], OnPolicyAgent)
+    on_policy = issubclass(agent_class(load_config(AGENT_CASES[agent]).agent), OnPolicyAgent)
     # a preset's networks and batch size
     preset = agent.startswith(("marinenav_", "packing_"))
     # MarineNav's and packing's steps have no pure core for compile_lean_step, and the packing

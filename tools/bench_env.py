@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torchrl  # noqa: E402
 from torchrl.data import Bounded, Categorical, MultiCategorical  # noqa: E402
 
-from gpurl.envs import NATIVE_ENVS, make_env  # noqa: E402
+from gpurl.envs import make_env, native_envs  # noqa: E402
 from gpurl.utils.device import resolve_device  # noqa: E402
 from gpurl.utils.host_reads import count_host_reads  # noqa: E402
 
@@ -49,7 +49,7 @@ def _value(text: str):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("name", choices=sorted(NATIVE_ENVS), help="a native env (gpurl.envs)")
+    p.add_argument("name", choices=sorted(native_envs()), help="a native env (gpurl.envs)")
     p.add_argument("--num-envs", type=int, default=1024)
     p.add_argument("--steps", type=int, default=200, help="measured steps")
     p.add_argument("--warmup", type=int, default=50, help="steps before measuring")

@@ -5,7 +5,9 @@ bottom row moves left, stays or moves right. When the ball reaches the bottom th
 episode ends: +1 if the paddle is under it, -1 if not. Random play scores about -0.6.
 The observation is the grid flattened, ball and paddle cells set to 1.
 
-    PYTHONPATH=examples python -m gpurl.train env=custom env._target_=catch.CatchEnv agent=dqn
+Installed (pip install -e examples/), its entry point registers it as env=catch:
+
+    python -m gpurl.train env=catch agent=dqn
 """
 
 from typing import NamedTuple
@@ -13,9 +15,19 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Categorical, Unbounded
 
+from gpurl.core.config import declare
+from gpurl.core.registry import register
 from gpurl.envs.base import NativeEnv, StepResult
+from gpurl.envs.config import EnvConfig
 
 ROWS, COLUMNS = 10, 5
+
+
+@declare(name="catch", num_envs=16, eval_envs=64)
+class CatchConfig(EnvConfig):
+    """Catch (examples/catch): catch a falling ball with a paddle, +1 or -1 per ball."""
+
+    obs = "vector"
 
 
 class CatchState(NamedTuple):
@@ -24,6 +36,7 @@ class CatchState(NamedTuple):
     paddle: torch.Tensor  # int64 [B]: the paddle's column
 
 
+@register("env", "catch", CatchConfig)
 class CatchEnv(NativeEnv):
     max_episode_steps = ROWS - 1
 

@@ -1,45 +1,22 @@
-"""Agents by name, or by `_target_`. Each builds its policy, losses and optimisers from an
-EnvInfo. `agent._target_=my_package.MyAgent` names an OffPolicyAgent or OnPolicyAgent
-subclass of one's own (it may subclass a gpurl agent: `agent=ppo
+"""Agents by name, or by `_target_`. Each agent registers itself by name with its config
+keys, from its own module (gpurl/core/registry.py), and builds its policy, losses and
+optimisers from an EnvInfo. `agent._target_=my_package.MyAgent` names an OffPolicyAgent
+or OnPolicyAgent subclass of one's own (it may subclass a gpurl agent: `agent=ppo
 +agent._target_=my_package.MyPPO` keeps PPO's keys); the config's keys are its cfg."""
 
 from __future__ import annotations
 
 from torchrl.data import MultiCategorical
 
-from gpurl.agents.a2c import A2CAgent
-from gpurl.agents.acqin import ACIQNAgent
 from gpurl.agents.base import Agent, OffPolicyAgent, OnPolicyAgent
-from gpurl.agents.ddpg import DDPGAgent
-from gpurl.agents.dqn import DQNAgent
-from gpurl.agents.hrl_dqn import HRLDQNAgent
-from gpurl.agents.iqn import IQNAgent
-from gpurl.agents.ppo import PPOAgent
-from gpurl.agents.pqn import PQNAgent
-from gpurl.agents.rainbow import RainbowAgent
-from gpurl.agents.sac import SACAgent
-from gpurl.agents.td3 import TD3Agent
+from gpurl.core import registry
 from gpurl.core.compile import EAGER, CompileSpec
 from gpurl.core.progress import Progress
 from gpurl.core.targets import TARGET, resolve_target
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 
-AGENTS: dict[str, type[Agent]] = {
-    "dqn": DQNAgent,
-    "iqn": IQNAgent,
-    "rainbow": RainbowAgent,
-    "acqin": ACIQNAgent,
-    "ddpg": DDPGAgent,
-    "td3": TD3Agent,
-    "sac": SACAgent,
-    "ppo": PPOAgent,
-    "a2c": A2CAgent,
-    "pqn": PQNAgent,
-    "hrl_dqn": HRLDQNAgent,
-}
-
-__all__ = ["AGENTS", "Agent", "OffPolicyAgent", "OnPolicyAgent", "agent_class", "make_agent"]
+__all__ = ["Agent", "OffPolicyAgent", "OnPolicyAgent", "agent_class", "make_agent"]
 
 
 def make_agent(
@@ -83,7 +60,12 @@ def agent_class(agent_cfg) -> type[Agent]:
                 f"(gpurl.agents): subclass one of them"
             )
         return cls
-    name = agent_cfg["name"]
-    if name not in AGENTS:
-        raise ConfigError(f"unknown agent '{name}': choose one of {', '.join(sorted(AGENTS))}")
-    return AGENTS[name]
+    found = registry.get("agent", agent_cfg["name"], "agent.name")
+    if not (
+        isinstance(found.target, type) and issubclass(found.target, OffPolicyAgent | OnPolicyAgent)
+    ):
+        raise ConfigError(
+            f"agent={found.name} ({found.package}: {found.module}) is not an OffPolicyAgent or "
+            f"OnPolicyAgent subclass: register the agent class"
+        )
+    return found.target

@@ -8,9 +8,18 @@ PPO's (ppo.py); A2C's config has no clipping keys.
 
 from __future__ import annotations
 
-from gpurl.agents.ppo import PPOAgent
+from gpurl.agents.ppo import ActorCriticConfig, PPOAgent
+from gpurl.core.config import declare
+from gpurl.core.registry import register
 
 
+@declare(name="a2c", lr=7.0e-4, anneal_lr=False, gae_lambda=1.0, normalize_advantage=False)
+class A2CConfig(ActorCriticConfig):
+    """A2C (gpurl/agents/a2c.py), an on-policy agent: PPO's actor-critic without clipping,
+    one pass per rollout."""
+
+
+@register("agent", "a2c", A2CConfig)
 class A2CAgent(PPOAgent):
     name = "a2c"
 

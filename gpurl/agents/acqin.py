@@ -36,8 +36,24 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
-from gpurl.agents.iqn import QuantileEmbedding, quantile_huber_loss, tail_fractions
+from gpurl.agents.config import (
+    EpsilonGreedyKeys,
+    OffPolicyConfig,
+    TargetNetworkKeys,
+    encoder_key,
+    hidden_key,
+    lr_key,
+    max_grad_norm_key,
+)
+from gpurl.agents.iqn import (
+    QuantileEmbedding,
+    QuantileKeys,
+    quantile_huber_loss,
+    tail_fractions,
+)
 from gpurl.core.compile import EAGER
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 from gpurl.errors import ConfigError
 from gpurl.policies import (
@@ -47,6 +63,7 @@ from gpurl.policies import (
     make_exploration,
     mlp,
 )
+from gpurl.policies.networks import EncoderConfig
 
 
 class QuantileCritic(nn.Module):
@@ -113,6 +130,49 @@ class CriticCheckedActor(nn.Module):
         return candidates.gather(-2, best).squeeze(-2)
 
 
+@declare(name="acqin", target_update="hard", target_update_interval=10000, epsilon_start=0.6)
+class ACIQNConfig(QuantileKeys, TargetNetworkKeys, EpsilonGreedyKeys, OffPolicyConfig):
+    """AC-IQN (gpurl/agents/acqin.py), with the MarineNav spec's networks and settings as
+    defaults."""
+
+    hidden: list[int] = hidden_key(
+        [256, 128, 128], "actor: encoder -> these -> action_dim -> (2/pi) atan"
+    )
+    critic_width: int = key(
+        128, "quantile-embedded state and action both projected to this width", ge=1
+    )
+    critic_hidden: list[int] = key(
+        [128], "critic widths after their product, then -> 1 per quantile", ge=1
+    )
+    actor_cvar: float = key(
+        1.0, "the actor maximises CVaR_alpha of the critic's return (1: the mean)", gt=0, le=1
+    )
+    eval_search: int = key(
+        0,
+        "greedy evaluation: 0 acts with the actor; G >= 2 lets the critic "
+        "pick among it and a G x G grid",
+        ge=0,
+    )
+    eval_cvar: float = key(
+        1.0, "... by CVaR_alpha of its return (quantiles in (0, alpha)); 1: the mean", gt=0, le=1
+    )
+    actor_lr: float = lr_key(1.0e-4, "the actor's Adam learning rate")
+    critic_lr: float = lr_key(1.0e-4, "the critic's Adam learning rate")
+    max_grad_norm: float | None = max_grad_norm_key(0.5)
+    noise: str = key(
+        "none", "action noise: gaussian | ou | none", choices=("gaussian", "ou", "none")
+    )
+    encoder: EncoderConfig = encoder_key()
+
+    @classmethod
+    def check_together(cls, node: dict) -> None:
+        if node["eval_search"] == 1:
+            raise ConfigError(
+                "agent.eval_search=1: use 0 (act with the actor) or a grid of G >= 2 points a side"
+            )
+
+
+@register("agent", "acqin", ACIQNConfig)
 class ACIQNAgent(OffPolicyAgent):
     name = "acqin"
 

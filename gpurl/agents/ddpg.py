@@ -15,11 +15,39 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
+from gpurl.agents.config import ContinuousOffPolicyConfig
 from gpurl.core.compile import EAGER
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, DeterministicActor, PolicyWrapper, make_encoder, make_exploration
+from gpurl.policies.heads import SQUASHES
 
 
+@declare(name="ddpg")
+class DDPGConfig(ContinuousOffPolicyConfig):
+    """DDPG (gpurl/agents/ddpg.py): a deterministic actor and a Q critic, Polyak targets,
+    action noise."""
+
+    squash: str = key(
+        "tanh",
+        "actor squash: tanh | atan ((2/pi) atan, the MarineNav spec's)",
+        choices=tuple(SQUASHES),
+    )
+    critic_loss: str = key(
+        "mse", "mse | huber (smooth-L1, the MarineNav spec's)", choices=("mse", "huber")
+    )
+    policy_delay: int = key(1, "critic updates per actor update", ge=1)
+    noise: str = key(
+        "gaussian", "action noise: gaussian | ou | none", choices=("gaussian", "ou", "none")
+    )
+    noise_start: float = key(0.1, "noise std in the normalised action box [-1, 1]", ge=0)
+    noise_end: float = key(0.1, "noise std after noise_frames (linear in frames)", ge=0)
+    noise_frames: int = key(0, "frames over which the std goes from start to end", ge=0)
+    ou_theta: float = key(0.15, "ou: the pull back to 0 per step", ge=0)
+
+
+@register("agent", "ddpg", DDPGConfig)
 class DDPGAgent(OffPolicyAgent):
     name = "ddpg"
     n_critics = 1

@@ -26,7 +26,10 @@ from gpurl.agents.base import (
     require_discrete,
     target_copy,
 )
+from gpurl.agents.config import QLearningConfig
 from gpurl.core.compile import EAGER
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import (
     PolicyWrapper,
@@ -52,6 +55,22 @@ def dqn_target(q_target_next, q_online_next, reward, discount, double: bool, mas
     return reward + discount * next_q
 
 
+@declare(name="dqn")
+class DQNConfig(QLearningConfig):
+    """DQN (gpurl/agents/dqn.py): Double-Q, dueling and noisy options, Polyak or hard
+    targets, epsilon-greedy."""
+
+    dueling: bool = key(False, "dueling heads: a state value plus action advantages")
+    noisy_sigma0: float = key(
+        0.0, "> 0: noisy layers (factorised, this sigma0; Rainbow 0.5), resampled per update", ge=0
+    )
+    double: bool = key(
+        True, "Double-Q: the online net picks the next action, the target net values it"
+    )
+    loss: str = key("huber", "huber | mse", choices=("huber", "mse"))
+
+
+@register("agent", "dqn", DQNConfig)
 class DQNAgent(OffPolicyAgent):
     name = "dqn"
     many_seeds = True

@@ -46,8 +46,11 @@ from gpurl.agents.base import (
     polyak_update,
     target_copy,
 )
+from gpurl.agents.config import AgentConfig, gamma_key, lr_key, max_grad_norm_key
 from gpurl.core.compile import EAGER, CompileSpec, autocast, bf16_supported
+from gpurl.core.config import declare, group, key
 from gpurl.core.progress import Progress
+from gpurl.core.registry import register
 from gpurl.core.replay import ReplaySpec, weighted_mean
 from gpurl.envs.info import EnvInfo
 from gpurl.envs.packing.baselines import uniform_choice
@@ -61,7 +64,7 @@ from gpurl.envs.packing.geometry import PackingGeometry
 from gpurl.envs.packing.orientations import NUM_ORIENTATIONS
 from gpurl.envs.packing.placement import placement_maps, void_depth
 from gpurl.errors import ConfigError
-from gpurl.policies.packing import ManagerNet, WorkerUNet
+from gpurl.policies.packing import ManagerConfig, ManagerNet, WorkerConfig, WorkerUNet
 from gpurl.policies.wrapper import ActingPolicy, exploring
 
 OBS_KEYS = ["heightmap", "items", "candidates", "candidate_mask", "candidate_features"]
@@ -314,6 +317,68 @@ class HRLPolicy(ActingPolicy):
 
 
 # -- the agent ------------------------------------------------------------------------------
+@declare(name="hrl_dqn")
+class HRLDQNConfig(AgentConfig):
+    """Hierarchical Double DQN for packing (gpurl/agents/hrl_dqn.py; Huang et al., RA-L
+    2023; docs/envs/packing.md). Defaults are the task spec's: full-size networks, gamma
+    0.95, Adam 1e-3 then 1e-4 at stage 2, grad-norm clip 1.0, hard target copies every 5
+    episodes, epsilon(ep) = 0.1 + 0.8 exp(-ep / 60), stage 1 for 100 episodes, the manager
+    learning every 4th episode. Episodes count rounds: progress.episodes / env.num_envs."""
+
+    gamma: float = gamma_key(0.95)
+    lr: float = lr_key(1.0e-3, "Adam learning rate of both networks in stage 1")
+    lr_stage2: float = lr_key(1.0e-4, "both learning rates from stage 2 on")
+    max_grad_norm: float | None = max_grad_norm_key(1.0)
+    epsilon_floor: float = key(0.1, "epsilon(ep) = floor + scale exp(-ep / decay)", ge=0, le=1)
+    epsilon_scale: float = key(0.8, "see epsilon_floor (floor + scale <= 1)", ge=0, le=1)
+    epsilon_decay: float = key(60, "episode rounds", gt=0)
+    stage1_episodes: int = key(
+        100, "episode rounds of stage 1 (worker only, heuristic item order)", ge=0
+    )
+    manager_every: int = key(4, "stage 2: the manager learns during every n-th episode round", ge=1)
+    target_every: int = key(5, "episode rounds between hard target copies", ge=1)
+    manager_chunk: int = key(20, "candidates per manager pass (memory at R = 200)", ge=1)
+    worker_chunk: int = key(
+        6,
+        "orientations per U-Net pass (memory at R = 200)",
+        ge=1,
+        note=(
+            "On a CPU the seed benchmark's episode ran 21.2 s with worker_chunk 6 against 24.0 s",
+            "with 24 (docs/benchmarks.md#packing-seed-benchmark).",
+        ),
+    )
+    bf16: bool = key(
+        False,
+        "forward passes under bf16 autocast (CUDA, or a CPU with native bf16: AVX-512 BF16 / AMX)",
+    )
+    manager: ManagerConfig = group(
+        ManagerConfig,
+        "ResNet-18 trunk over 7 maps + 8 -> 64 scalar branch + 576 -> 128 -> 128 -> 1",
+    )
+    worker: WorkerConfig = group(
+        WorkerConfig,
+        "14-conv U-Net 32 -> 64 -> 128 -> 256 over the 3 maps + 3 "
+        "placement maps, score at the exact cell",
+    )
+
+    @classmethod
+    def check_together(cls, node: dict) -> None:
+        channels, blocks = node["manager"]["channels"], node["manager"]["blocks"]
+        if len(channels) != len(blocks):
+            as_cli = lambda xs: "[" + ",".join(str(x) for x in xs) + "]"  # noqa: E731
+            raise ConfigError(
+                f"agent.manager.channels={as_cli(channels)} and agent.manager.blocks="
+                f"{as_cli(blocks)} must have one entry per ResNet stage each"
+            )
+        if node["epsilon_floor"] + node["epsilon_scale"] > 1:
+            raise ConfigError(
+                f"agent.epsilon_floor + agent.epsilon_scale = "
+                f"{node['epsilon_floor'] + node['epsilon_scale']} is above 1: epsilon is a "
+                f"probability"
+            )
+
+
+@register("agent", "hrl_dqn", HRLDQNConfig)
 class HRLDQNAgent(OffPolicyAgent):
     name = "hrl_dqn"
     multi_part_actions = True  # acts in packing's (slot, orientation, ix, iy) action

@@ -16,6 +16,7 @@ in (0, alpha) (Dabney et al.'s risk-sensitive policies; the MarineNav source's `
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -32,8 +33,11 @@ from gpurl.agents.base import (
     require_discrete,
     target_copy,
 )
+from gpurl.agents.config import QLearningConfig, hidden_key
 from gpurl.agents.dqn import masked_q
 from gpurl.core.compile import EAGER
+from gpurl.core.config import Schema, declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
 
@@ -120,6 +124,41 @@ class QuantileNetwork(nn.Module):
         return self.quantiles(feature, taus).mean(-2)
 
 
+@dataclass
+class QuantileKeys(Schema):
+    """Sampled quantile fractions and their embedding (IQN and AC-IQN)."""
+
+    cos_embed: int = key(64, "cos(pi i tau), i = 0..cos_embed-1", ge=1)
+    quantiles: int = key(8, "N online quantile samples per update", ge=1)
+    target_quantiles: int = key(8, "N' target quantile samples", ge=1)
+    kappa: float = key(1.0, "quantile Huber threshold", gt=0)
+
+
+@declare(
+    name="iqn",
+    lr=1.0e-4,
+    max_grad_norm=0.5,
+    target_update="hard",
+    target_update_interval=10000,
+    epsilon_start=0.6,
+)
+class IQNConfig(QuantileKeys, QLearningConfig):
+    """IQN (gpurl/agents/iqn.py), with the MarineNav spec's networks and settings as
+    defaults."""
+
+    hidden: list[int] = hidden_key(
+        [128, 128], "widths after the quantile embedding x state feature product"
+    )
+    act_quantiles: int = key(32, "K: act on the mean of K quantiles", ge=1)
+    eval_cvar: float = key(
+        1.0,
+        "greedy evaluation acts on CVaR_alpha (quantiles in (0, alpha)); 1: the mean",
+        gt=0,
+        le=1,
+    )
+
+
+@register("agent", "iqn", IQNConfig)
 class IQNAgent(OffPolicyAgent):
     name = "iqn"
 

@@ -38,13 +38,17 @@ step. Single-agent envs take the same code without a mask, unchanged.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
 from gpurl.agents.base import OnPolicyAgent, clip_and_step, make_optimizer
+from gpurl.agents.config import OnPolicyConfig, encoder_key, hidden_key, max_grad_norm_key
 from gpurl.core.compile import EAGER
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.returns import gae
 from gpurl.core.runs import balance_runs
 from gpurl.errors import ConfigError
@@ -60,6 +64,7 @@ from gpurl.policies import (
     make_encoder,
     with_features,
 )
+from gpurl.policies.networks import EncoderConfig
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 CRITICS = ("local", "central")
@@ -147,6 +152,44 @@ def _optional(value) -> float | None:
     return None if value is None or float(value) <= 0 else float(value)
 
 
+@dataclass
+class ActorCriticConfig(OnPolicyConfig):
+    """The keys of gpurl's on-policy actor-critics (PPO, A2C)."""
+
+    hidden: list[int] = hidden_key(
+        [64, 64], "actor and critic each get their own trunk of these widths"
+    )
+    shared_encoder: bool = key(
+        False,
+        "true: one observation encoder (e.g. the CNN) for actor and critic, trained by both losses",
+    )
+    activation: str = key("tanh", "tanh | relu", choices=tuple(ACTIVATIONS))
+    gae_lambda: float = key(0.95, "GAE lambda (1: the n-step return)", ge=0, le=1)
+    normalize_advantage: bool = key(True, "per rollout: (A - mean) / std")
+    entropy_coef: float = key(0.01, "weight of the entropy bonus", ge=0)
+    value_coef: float = key(0.5, "weight of the value loss", ge=0)
+    max_grad_norm: float | None = max_grad_norm_key(0.5)
+    init_log_std: float = key(0.0, "continuous actions: the state-independent log-std it starts at")
+    critic: str = key(
+        "local",
+        "multi-robot envs: local (IPPO: V of each robot's own observation) | central (MAPPO: "
+        "V of the group's observations and the robot's index)",
+        choices=CRITICS,
+    )
+    encoder: EncoderConfig = encoder_key()
+
+
+@declare(name="ppo", epochs=4, minibatches=4)
+class PPOConfig(ActorCriticConfig):
+    """PPO (gpurl/agents/ppo.py), an on-policy agent. Defaults: CleanRL's ppo.py."""
+
+    clip_epsilon: float | None = key(0.2, "surrogate clip; null = none", gt=0)
+    value_clip: float | None = key(
+        0.2, "value-loss clip around the collection-time value; null = none", gt=0
+    )
+
+
+@register("agent", "ppo", PPOConfig)
 class PPOAgent(OnPolicyAgent):
     name = "ppo"
     many_seeds = True

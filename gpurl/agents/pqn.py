@@ -35,13 +35,40 @@ from gpurl.agents.base import (
     require_discrete,
     require_single_agent,
 )
+from gpurl.agents.config import (
+    EpsilonGreedyKeys,
+    OnPolicyConfig,
+    encoder_key,
+    hidden_key,
+    max_grad_norm_key,
+)
 from gpurl.agents.dqn import masked_q
 from gpurl.core.compile import EAGER
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.returns import q_lambda
 from gpurl.errors import ConfigError
 from gpurl.policies import VALUE, PolicyWrapper, QNetwork, make_encoder, make_exploration
+from gpurl.policies.networks import EncoderConfig
 
 
+@declare(name="pqn", lr=1.0e-4, epochs=4, minibatches=16, epsilon_frames=20000)
+class PQNConfig(EpsilonGreedyKeys, OnPolicyConfig):
+    """PQN (gpurl/agents/pqn.py), an on-policy agent. Defaults: the paper's CartPole
+    settings (purejaxql), which the pqn_cartpole preset shortens."""
+
+    hidden: list[int] = hidden_key([256, 256])
+    layer_norm: bool = key(
+        True, "LayerNorm after each hidden layer: what replaces the target network"
+    )
+    q_lambda: float = key(0.95, "Q(lambda) trace; 0 = one-step Q-learning targets", ge=0, le=1)
+    reward_scale: float = key(0.1, "rewards are multiplied by this in the targets", gt=0)
+    loss: str = key("mse", "mse (0.5 (Q - G)^2) | huber", choices=("mse", "huber"))
+    max_grad_norm: float | None = max_grad_norm_key(10.0)
+    encoder: EncoderConfig = encoder_key()
+
+
+@register("agent", "pqn", PQNConfig)
 class PQNAgent(OnPolicyAgent):
     name = "pqn"
     many_seeds = True

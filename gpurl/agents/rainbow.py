@@ -18,7 +18,10 @@ import torch
 from tensordict import TensorDict
 
 from gpurl.agents.base import clip_and_step, polyak_update
+from gpurl.agents.config import QLearningConfig
 from gpurl.agents.dqn import DQNAgent, masked_q
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 from gpurl.errors import ConfigError
 
@@ -59,6 +62,53 @@ def rainbow_target(q_choose_next, logits_target_next, reward, discount, support,
     return categorical_projection(probs_next, reward, discount, support)
 
 
+@declare(
+    name="rainbow",
+    hidden=[128, 128],
+    lr=1.0e-4,
+    max_grad_norm=0.5,
+    target_update="hard",
+    target_update_interval=10000,
+    epsilon_start=0.6,
+    n_step=3,
+    prioritized=True,
+    priority_alpha=0.5,
+)
+class RainbowConfig(QLearningConfig):
+    """Rainbow (gpurl/agents/rainbow.py): noisy dueling C51, Double-Q, n-step, prioritized
+    replay, with the MarineNav spec's settings as defaults."""
+
+    dueling: bool = key(True, "dueling heads: a state value plus action advantages")
+    double: bool = key(
+        True, "Double-Q: the online net picks a*, the target net's distribution at a*"
+    )
+    noisy_sigma0: float = key(
+        0.05, "noisy layers' sigma0 (the spec's; Fortunato et al. use 0.5); 0 = none", ge=0
+    )
+    atoms: int = key(51, "points of the return distribution's support, v_min to v_max", ge=2)
+    v_min: float = key(
+        -30.0,
+        "the support's lowest return",
+        note=(
+            "The support, sized to MarineNav's returns (the spec's FIX of the old [-1, 1]): a",
+            "robot that arrives collects its start-goal progress (30-72 m, discounted: at most",
+            "~60) plus +10; a robot that collides gets -5 and a timeout about -0.1 / (1 - gamma)",
+            "= -10, and moving away from the goal costs what it loses in distance. Size it to",
+            "your env's returns: targets beyond the support are clipped to its edge atoms.",
+        ),
+    )
+    v_max: float = key(70.0, "the support's highest return (> v_min)")
+
+    @classmethod
+    def check_together(cls, node: dict) -> None:
+        if not node["v_min"] < node["v_max"]:
+            raise ConfigError(
+                f"agent.v_min={node['v_min']} must be below agent.v_max={node['v_max']}: the "
+                f"return distribution's support runs from v_min to v_max"
+            )
+
+
+@register("agent", "rainbow", RainbowConfig)
 class RainbowAgent(DQNAgent):
     """DQN's agent (agents/dqn.py: networks, noise per update, targets, exploration) with
     the C51 head and loss. agent/rainbow.yaml turns on the rest: dueling, noisy layers,

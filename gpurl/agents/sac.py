@@ -19,7 +19,10 @@ from gpurl.agents.base import (
     require_continuous,
     target_copy,
 )
+from gpurl.agents.config import ContinuousOffPolicyConfig, lr_key
 from gpurl.core.compile import EAGER
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encoder, make_exploration
 
@@ -30,6 +33,16 @@ def temperature_loss(log_alpha, logp, target_entropy: float, batch) -> torch.Ten
     return -weighted_mean(log_alpha * (logp + target_entropy), batch)
 
 
+@declare(name="sac")
+class SACConfig(ContinuousOffPolicyConfig):
+    """SAC (gpurl/agents/sac.py): a tanh-Gaussian actor, twin critics and a learned
+    temperature."""
+
+    alpha_lr: float = lr_key(1.0e-3, "the temperature's Adam learning rate")
+    init_alpha: float = key(1.0, "the temperature it starts at", gt=0)
+
+
+@register("agent", "sac", SACConfig)
 class SACAgent(OffPolicyAgent):
     name = "sac"
     many_seeds = True

@@ -1,43 +1,23 @@
 """Env families and the one factory the trainer uses: `make_env(env_cfg, ...)`.
 
-Native envs are registered by name in NATIVE_ENVS; their constructor takes num_envs,
-device, seed, and any other keys of the env config as keyword arguments. Any other
-TorchRL env comes in through a config's `_target_`, a factory that returns it
-(env._target_=my_package.make_env: envs/foreign.make_target_env), or through env=gym.
+Each env family registers itself by name with its config keys (gpurl/core/registry.py):
+a native env class (its constructor takes num_envs, device, seed, and any other keys of
+the env config as keyword arguments) or a factory. Any other TorchRL env comes in
+through a config's `_target_`, a factory that returns it (env._target_=my_package.make_env:
+envs/foreign.make_target_env).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpurl.core import registry
+from gpurl.core.targets import TARGET
 from gpurl.envs.base import NativeEnv
-from gpurl.envs.cartpole import CartPoleEnv
-from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
-from gpurl.envs.packing.env import PackingEnv
-from gpurl.envs.pendulum import PendulumEnv
-from gpurl.envs.pixels import PixelsEnv
 from gpurl.errors import ConfigError
 
-NATIVE_ENVS: dict[str, type[NativeEnv]] = {
-    "cartpole": CartPoleEnv,
-    "pendulum": PendulumEnv,
-    "pixels": PixelsEnv,
-    "packing": PackingEnv,
-    "marinenav": MarineNavEnv,
-    "marinenav_continuous": MarineNavContinuousEnv,
-}
-
-# Keys of an env config that the factory consumes itself.
-_FACTORY_KEYS = {
-    "name",
-    "num_envs",
-    "eval_envs",
-    "id",
-    "validate_actions",
-    "collector",
-    "_target_",
-}
-TARGET = "_target_"
+# Keys of an env config that make_env consumes itself.
+_FACTORY_KEYS = {"name", "num_envs", "eval_envs", "validate_actions", TARGET}
 
 
 def env_kwargs(env_cfg: Mapping) -> dict:
@@ -66,23 +46,14 @@ def make_env(env_cfg: Mapping, device="cpu", seed: int = 0, num_envs: int | None
             )
         options = env_kwargs(env_cfg)
         steps = options.pop("max_episode_steps", None)
-        collector = env_cfg.get("collector", "auto")
+        collector = options.pop("collector", "auto")
         env = make_target_env(env_cfg[TARGET], options, n, device, seed, steps, collector)
         env.validate_actions = bool(env_cfg.get("validate_actions", False))
         return env
-    if name == "gym":
-        from gpurl.envs.gym import make_gym_env
-
-        collector = env_cfg.get("collector", "auto")
-        env = make_gym_env(env_cfg["id"], num_envs=n, device=device, seed=seed, collector=collector)
-        env.validate_actions = bool(env_cfg.get("validate_actions", False))
-        return env
-    if name not in NATIVE_ENVS:
-        known = ", ".join(sorted([*NATIVE_ENVS, "gym"]))
-        raise ConfigError(f"unknown env '{name}': choose one of {known}")
+    build = registry.get("env", name, "env.name").target
     kwargs = env_kwargs(env_cfg)
     try:
-        env = NATIVE_ENVS[name](num_envs=n, device=device, seed=seed, **kwargs)
+        env = build(num_envs=n, device=device, seed=seed, **kwargs)
     except TypeError as err:
         raise ConfigError(f"bad option for env={name}: {err}") from err
     env.validate_actions = bool(env_cfg.get("validate_actions", False))
@@ -96,8 +67,22 @@ def make_eval_env(env_cfg: Mapping, device="cpu", seed: int = 0):
     """The evaluation envs of a run of `seed`: `env.eval_envs` copies built with seed +
     EVAL_SEED_OFFSET; an env that takes `held_out` (the pixel worlds) gets worlds that no
     training env of any seed or size has."""
-    name = env_cfg["name"]
     cfg = dict(env_cfg)
-    if name in NATIVE_ENVS and NATIVE_ENVS[name].has_held_out:
+    family = registry.find("env", cfg["name"])
+    if TARGET not in cfg and family is not None and has_held_out(family.target):
         cfg["held_out"] = True
     return make_env(cfg, device=device, seed=seed + EVAL_SEED_OFFSET, num_envs=cfg["eval_envs"])
+
+
+def native_envs() -> dict[str, type[NativeEnv]]:
+    """The registered env families that are NativeEnv classes, by name."""
+    return {
+        name: comp.target
+        for name, comp in registry.components("env").items()
+        if isinstance(comp.target, type) and issubclass(comp.target, NativeEnv)
+    }
+
+
+def has_held_out(build) -> bool:
+    """Whether a registered env builds evaluation envs apart from its training ones."""
+    return isinstance(build, type) and issubclass(build, NativeEnv) and build.has_held_out

@@ -13,7 +13,10 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Categorical, Unbounded
 
+from gpurl.core.config import declare
+from gpurl.core.registry import register
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
+from gpurl.envs.config import EnvConfig
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -104,6 +107,14 @@ class CartPoleState(NamedTuple):
     steps: torch.Tensor
 
 
+@declare(name="cartpole", num_envs=8, eval_envs=10)
+class CartPoleConfig(EnvConfig):
+    """gpurl's native CartPole (Gymnasium CartPole-v1 dynamics), batched on the device."""
+
+    obs = "vector"
+
+
+@register("env", "cartpole", CartPoleConfig)
 class CartPoleEnv(state_attributes(CartPoleState), NativeEnv):
     max_episode_steps = 500
 

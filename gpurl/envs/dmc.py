@@ -35,6 +35,9 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
+from gpurl.envs.config import ForeignEnvConfig
 from gpurl.envs.foreign import ForeignEnv
 from gpurl.errors import ConfigError
 
@@ -71,6 +74,33 @@ def dmc_task(domain: str, task: str, frame_skip: int = 1) -> TransformedEnv:
     )
 
 
+@declare
+class DMCConfig(ForeignEnvConfig):
+    """DeepMind Control Suite tasks from their state (gpurl/envs/dmc.py, docs/envs/dmc.md), e.g.
+      python -m gpurl.train env=dmc env.domain=walker env.task=stand agent=sac
+    Needs the dmc extra: pip install -e '.[dmc]' (dm_control, with mujoco<4)."""
+
+    obs = "vector"
+
+    _target_: str = key("gpurl.envs.dmc.make_dmc_env", "the factory (gpurl/envs/dmc.py)")
+    name: str = key("dmc", "the run directory's label")
+    domain: str = key(
+        "cartpole", "a suite domain (dm_control.suite.ALL_TASKS lists domain, task pairs)"
+    )
+    task: str = key("swingup", "a task of the domain")
+    num_envs: int = key(1, "copies stepped one after another (TorchRL's SerialEnv)", ge=1)
+    eval_envs: int = key(5, "evaluation copies: each plays one greedy episode", ge=1)
+    frame_skip: int = key(
+        1,
+        "control steps per action (rewards summed); episodes last 1000 / frame_skip actions",
+        ge=1,
+    )
+    max_episode_steps: int | None = key(
+        None, "evaluation's cap on an episode; null: the task's own (1000 / frame_skip)", ge=1
+    )
+
+
+@register("env", "dmc", DMCConfig)
 def make_dmc_env(
     domain: str = "cartpole",
     task: str = "swingup",

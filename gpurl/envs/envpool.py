@@ -40,6 +40,9 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import DeviceCastTransform, EnvBase
 
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
+from gpurl.envs.config import ForeignEnvConfig
 from gpurl.envs.foreign import ForeignEnv
 from gpurl.errors import ConfigError
 
@@ -256,6 +259,51 @@ class AtariEnv(ForeignEnv):
         return self.games.read_finished()
 
 
+@declare
+class EnvpoolConfig(ForeignEnvConfig):
+    """Atari games through envpool (gpurl/envs/envpool.py, docs/envs/envpool.md), e.g.
+      python -m gpurl.train env=envpool env.game=Pong-v5 agent=ppo
+    Needs the envpool extra: pip install -e '.[envpool]'. The preprocessing is envpool's
+    (the standard Nature-DQN settings); observations are uint8 frames [4, 84, 84]."""
+
+    obs = "images"
+
+    _target_: str = key(
+        "gpurl.envs.envpool.make_envpool_env", "the factory (gpurl/envs/envpool.py)"
+    )
+    name: str = key("envpool", "the run directory's label")
+    game: str = key("Breakout-v5", "an envpool Atari id (<Game>-v5)")
+    num_envs: int = key(8, "games stepped together (one envpool pool)", ge=1)
+    eval_envs: int = key(8, "evaluation games: each plays one full game per evaluation", ge=1)
+    max_episode_steps: int | None = key(
+        27000,
+        "agent steps a game may last (27,000 = 108,000 frames, the standard cap); null: 27000",
+        ge=1,
+    )
+    episodic_life: bool = key(
+        True, "a lost life ends an episode (the game goes on); evaluation scores full games"
+    )
+    reward_clip: bool = key(
+        True, "train on the sign of the reward; info/score keeps the game's own"
+    )
+    noop_max: int = key(30, "up to this many no-op actions at the start of a game", ge=0)
+    frame_skip: int = key(
+        4, "each action repeated frame_skip frames; the frame is the max of the last two", ge=1
+    )
+    stack_num: int = key(4, "frames stacked in an observation", ge=1)
+    img_size: int = key(84, "frames resized to img_size x img_size, grayscale", ge=1)
+    repeat_action_probability: float = key(
+        0.0,
+        "sticky actions (0.25 is Machado et al.'s; 0 is CleanRL's envpool runs)",
+        ge=0,
+        le=1,
+    )
+    use_fire_reset: bool = key(True, "press FIRE at the start of each life in games that need it")
+    full_action_space: bool = key(False, "false: the game's minimal action set")
+    num_threads: int = key(0, "envpool's threads; 0: one per core", ge=0)
+
+
+@register("env", "envpool", EnvpoolConfig)
 def make_envpool_env(
     game: str = "Breakout-v5",
     num_envs: int = 8,

@@ -35,11 +35,12 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import DeviceCastTransform, EnvBase, SerialEnv, Transform, TransformedEnv
 
+from gpurl.core.config import MISSING, declare, key
+from gpurl.core.registry import register
 from gpurl.core.targets import resolve_target
+from gpurl.envs.config import COLLECTORS, AnyEnvConfig
 from gpurl.envs.hooks import EnvHooks
 from gpurl.errors import ConfigError
-
-COLLECTORS = ("auto", "lean", "torchrl")
 
 
 def first_episode_returns(rollout: TensorDict) -> torch.Tensor:
@@ -140,6 +141,22 @@ def as_gpurl_env(
 _RUN_ARGS = ("num_envs", "device", "seed", "max_episode_steps")
 
 
+@declare
+class CustomConfig(AnyEnvConfig):
+    """Any env by its factory, without registering it: a callable that returns a TorchRL
+    EnvBase (a NativeEnv subclass of your own, or any TorchRL env), e.g.
+      python -m gpurl.train env=custom env._target_=my_package.make_env +env.size=5
+    gpurl hands the factory num_envs, device, seed and max_episode_steps where its
+    signature takes them, and every other key here as a keyword argument; an unbatched
+    env is copied num_envs times (TorchRL's SerialEnv). See envs/foreign.py."""
+
+    complete = True
+
+    _target_: str = key(MISSING, "dotted path to the factory")
+    name: str = key("custom", "the run directory's label")
+
+
+@register("env", "custom", CustomConfig)
 def make_target_env(
     target,
     options: dict,

@@ -12,6 +12,9 @@ from __future__ import annotations
 import torch
 from torchrl.envs import DeviceCastTransform, GymWrapper
 
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
+from gpurl.envs.config import EnvConfig, collector_key
 from gpurl.envs.foreign import ForeignEnv
 from gpurl.errors import ConfigError
 
@@ -27,9 +30,24 @@ class CPUGymWrapper(GymWrapper):
         return super()._reset(tensordict, **kwargs)
 
 
+@declare(name="gym", num_envs=1, eval_envs=10)
+class GymConfig(EnvConfig):
+    """Any Gymnasium task through TorchRL's GymWrapper: env=gym env.id=Acrobot-v1"""
+
+    id: str = key("CartPole-v1", "the Gymnasium env id")
+    collector: str = collector_key()
+
+
+@register("env", "gym", GymConfig)
 def make_gym_env(
-    env_id: str, num_envs: int = 1, device="cpu", seed: int = 0, collector: str = "auto"
+    id: str = "CartPole-v1",
+    num_envs: int = 1,
+    device="cpu",
+    seed: int = 0,
+    collector: str = "auto",
 ) -> ForeignEnv:
+    """`num_envs` copies of the Gymnasium task `id` (a registered Gymnasium id)."""
+    env_id = id
     try:
         import gymnasium as gym
     except ImportError as err:

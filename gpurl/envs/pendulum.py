@@ -13,7 +13,10 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Bounded, Unbounded
 
+from gpurl.core.config import declare
+from gpurl.core.registry import register
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
+from gpurl.envs.config import EnvConfig
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0
@@ -49,6 +52,14 @@ class PendulumState(NamedTuple):
     steps: torch.Tensor
 
 
+@declare(name="pendulum", num_envs=1, eval_envs=10)
+class PendulumConfig(EnvConfig):
+    """gpurl's native Pendulum (Gymnasium Pendulum-v1 dynamics), batched on the device."""
+
+    obs = "vector"
+
+
+@register("env", "pendulum", PendulumConfig)
 class PendulumEnv(state_attributes(PendulumState), NativeEnv):
     max_episode_steps = 200
 

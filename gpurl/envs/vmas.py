@@ -34,6 +34,9 @@ from tensordict import TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import Transform, TransformedEnv
 
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
+from gpurl.envs.config import ForeignEnvConfig
 from gpurl.errors import ConfigError
 
 GROUP = "agents"
@@ -103,6 +106,32 @@ class GroupFlags(Transform):
         return done_spec
 
 
+@declare
+class VMASConfig(ForeignEnvConfig):
+    """A VMAS scenario (vectorized multi-agent simulator, pure torch, on the run's device):
+    every agent is one robot of gpurl's multi-robot agents (docs/envs/vmas.md). Needs the
+    vmas extra: pip install -e '.[vmas]'. Scenario options go in as env.<option>, e.g.
+      python -m gpurl.train env=vmas env.scenario=navigation +env.n_agents=3 agent=sac"""
+
+    open = True  # the scenario's own options (n_agents, shared_rew, ...)
+    obs = "vector"
+
+    _target_: str = key("gpurl.envs.vmas.make_vmas_env", "the factory (gpurl/envs/vmas.py)")
+    name: str = key("vmas", "the run directory's label")
+    num_envs: int = key(32, "VMAS envs stepped as one batch", ge=1)
+    eval_envs: int = key(32, "evaluation copies (seed + 10,000), one greedy episode each", ge=1)
+    scenario: str = key(
+        "navigation", "any VMAS scenario whose agents share one observation and action shape"
+    )
+    max_episode_steps: int = key(
+        100, "episodes end truncated here (the replay bootstraps through it)", ge=1
+    )
+    continuous_actions: bool = key(
+        True, "false: VMAS's discrete actions (navigation: 9 moves) for DQN-like agents"
+    )
+
+
+@register("env", "vmas", VMASConfig)
 def make_vmas_env(
     scenario: str = "navigation",
     num_envs: int = 32,

@@ -19,11 +19,15 @@ concatenated:
 An encoder of one's own comes by `agent.encoder._target_=my_package.make_encoder`: a
 factory handed the EnvInfo (`info=`) and the encoder config's other keys that its
 signature names, returning an nn.Module that maps the observation TensorDict to
-features [*batch, out_features] and has an int `out_features`.
+features [*batch, out_features] and has an int `out_features`. A registered encoder
+(a plug-in's, gpurl/core/registry.py) is chosen by name, `agent.encoder.name=<its
+name>`, and built from its EnvInfo and the keys its config declares; gpurl's own is
+`spec`, the SpecEncoder below.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from math import prod
@@ -33,6 +37,8 @@ from tensordict import TensorDictBase
 from torch import nn
 from torchrl.data import Bounded
 
+from gpurl.core import registry
+from gpurl.core.config import Schema, key
 from gpurl.core.targets import TARGET, resolve_target
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
@@ -186,6 +192,35 @@ class ObjectListEncoder(nn.Module):
         return x.flatten(-2)
 
 
+@dataclasses.dataclass
+class EncoderConfig(Schema):
+    """Spec encoders (gpurl/policies/networks.py): how observations become features."""
+
+    registry_group = "encoder"  # agent.encoder.name picks the encoder and its keys
+
+    name: str = key(
+        "spec",
+        "the encoder: spec (gpurl's, from the observation spec) or a registered one",
+        choices=lambda: registry.names("encoder"),
+    )
+    embed: int = key(0, "vector entries through Linear(d, embed)+ReLU; 0 = as they are", ge=0)
+    object_embed: int = key(
+        40, "each object slot of an object list through Linear(D, object_embed)+ReLU", ge=1
+    )
+    cnn: str = key(
+        "nature",
+        "images: nature (the Nature-DQN convolutions) | tile (8 x 8 tiles, then 3 x 3)",
+        choices=CNN_KINDS,
+    )
+    cnn_features: int = key(512, "images: features out of the CNN", ge=1)
+    init: str = key(
+        "default",
+        "images: the CNN's init: default (PyTorch's) | orthogonal (gain sqrt 2, CleanRL's PPO)",
+        choices=INITS,
+    )
+
+
+@registry.register("encoder", "spec", EncoderConfig)
 class SpecEncoder(nn.Module):
     """Every observation entry of an EnvInfo through its own encoder, concatenated."""
 
@@ -202,9 +237,9 @@ class SpecEncoder(nn.Module):
         self.keys = list(info.obs_keys)
         self.mask_keys = [info.slot_masks.get(k) for k in self.keys]
         parts = []
-        for key, mask_key in zip(self.keys, self.mask_keys, strict=True):
-            shape, spec = info.obs_shapes[key], info.obs_specs[key]
-            scale = info.obs_scales.get(key)
+        for entry, mask_key in zip(self.keys, self.mask_keys, strict=True):
+            shape, spec = info.obs_shapes[entry], info.obs_specs[entry]
+            scale = info.obs_scales.get(entry)
             if mask_key is not None and len(shape) == 2:
                 parts.append(ObjectListEncoder(shape, object_embed, scale))
             elif is_image(shape, spec.dtype):
@@ -216,11 +251,11 @@ class SpecEncoder(nn.Module):
 
     def forward(self, td: TensorDictBase) -> torch.Tensor:
         feats = []
-        for key, mask_key, part in zip(self.keys, self.mask_keys, self.parts, strict=True):
+        for entry, mask_key, part in zip(self.keys, self.mask_keys, self.parts, strict=True):
             if mask_key is not None and isinstance(part, ObjectListEncoder):
-                feats.append(part(td.get(key), td.get(mask_key)))
+                feats.append(part(td.get(entry), td.get(mask_key)))
             else:
-                feats.append(part(td.get(key)))
+                feats.append(part(td.get(entry)))
         return feats[0] if len(feats) == 1 else torch.cat(feats, dim=-1)
 
 
@@ -249,19 +284,29 @@ def with_features(encoder: nn.Module | None, td: TensorDictBase) -> TensorDictBa
 
 
 def make_encoder(info: EnvInfo, cfg=None) -> nn.Module:
-    """The encoder an agent config asks for: gpurl's SpecEncoder (`agent.encoder.embed`,
-    `object_embed`, `cnn_features`, `cnn`, `init`), or one's own by `agent.encoder._target_`."""
-    opts = dict(cfg or {})
+    """The encoder an agent config asks for: the registered one `agent.encoder.name`
+    names (gpurl's SpecEncoder, `spec`, by default) built from the keys its config
+    declares, or one's own by `agent.encoder._target_`."""
+    opts = _plain(cfg)
     if opts.get(TARGET) is not None:
         return target_encoder(info, opts.pop(TARGET), opts)
-    return SpecEncoder(
-        info,
-        embed=int(opts.get("embed", 0) or 0),
-        object_embed=int(opts.get("object_embed", 40) or 40),
-        cnn_features=int(opts.get("cnn_features", 512) or 512),
-        cnn=str(opts.get("cnn", "nature") or "nature"),
-        init=str(opts.get("init", "default") or "default"),
-    )
+    chosen = registry.get("encoder", opts.get("name") or "spec", "agent.encoder.name")
+    declared = {f.name: f for f in dataclasses.fields(chosen.config) if f.name != "name"}
+    defaults = dataclasses.asdict(chosen.config())
+    kwargs = {k: opts[k] if k in opts else defaults[k] for k in declared}
+    try:
+        encoder = chosen.target(info, **kwargs)
+    except TypeError as err:
+        raise ConfigError(f"bad option for agent.encoder.name={chosen.name}: {err}") from None
+    return _checked(encoder, f"agent.encoder.name={chosen.name}").to(info.device)
+
+
+def _plain(cfg) -> dict:
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg or {})
 
 
 def target_encoder(info: EnvInfo, target, options: dict) -> nn.Module:
@@ -280,10 +325,15 @@ def target_encoder(info: EnvInfo, target, options: dict) -> nn.Module:
         encoder = factory(info=info, **kwargs)
     except TypeError as err:
         raise ConfigError(f"bad option for agent.encoder._target_={target}: {err}") from None
+    return _checked(encoder, f"agent.encoder._target_={target}").to(info.device)
+
+
+def _checked(encoder, what: str) -> nn.Module:
+    """`encoder`, if it is a module with an int out_features (the heads' input width)."""
     if not isinstance(encoder, nn.Module):
         raise ConfigError(
-            f"agent.encoder._target_={target} returned {type(encoder).__name__}, not an "
-            f"nn.Module: return a module mapping the observation TensorDict to features"
+            f"{what} returned {type(encoder).__name__}, not an nn.Module: return a module "
+            f"mapping the observation TensorDict to features"
         )
     try:
         width = encoder.out_features
@@ -291,7 +341,7 @@ def target_encoder(info: EnvInfo, target, options: dict) -> nn.Module:
         width = None
     if not isinstance(width, int) or width < 1:
         raise ConfigError(
-            f"agent.encoder._target_={target} built {type(encoder).__name__} without an int "
-            f"out_features >= 1: set it to the width of the features it returns"
+            f"{what} built {type(encoder).__name__} without an int out_features >= 1: set it "
+            f"to the width of the features it returns"
         )
-    return encoder.to(info.device)
+    return encoder

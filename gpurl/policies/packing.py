@@ -22,11 +22,13 @@ CPU training.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpurl.core.config import Schema, key
 from gpurl.envs.packing.features import MANAGER_CHANNELS, MANAGER_SCALARS, WORKER_CHANNELS
 from gpurl.errors import ConfigError
 
@@ -63,6 +65,19 @@ class BasicBlock(nn.Module):
         y = F.relu(self.norm1(self.conv1(x)))
         y = self.norm2(self.conv2(y))
         return F.relu(y + (x if self.skip is None else self.skip(x)))
+
+
+@dataclass
+class ManagerConfig(Schema):
+    """The manager: a ResNet trunk over 7 maps, a scalar branch and an MLP head."""
+
+    channels: list[int] = key([64, 128, 256, 512], "ResNet stage widths", ge=1, nonempty=True)
+    blocks: list[int] = key(
+        [2, 2, 2, 2], "residual blocks per stage (one per channels entry)", ge=1, nonempty=True
+    )
+    stem: int = key(64, "width of the stem convolution", ge=1)
+    scalar_features: int = key(64, "the 8 candidate scalars through Linear(8, this)", ge=1)
+    hidden: list[int] = key([128, 128], "head widths before the score", ge=1)
 
 
 class ManagerNet(nn.Module):
@@ -112,6 +127,16 @@ def _double_conv(c_in: int, c_out: int) -> nn.Sequential:
         nn.ReLU(),
         nn.Conv2d(c_out, c_out, 3, padding=1),
         nn.ReLU(),
+    )
+
+
+@dataclass
+class WorkerConfig(Schema):
+    """The worker: a U-Net over the maps, scoring each placement."""
+
+    channels: list[int] = key([32, 64, 128, 256], "U-Net widths; [] = no U-Net", ge=1)
+    corner_features: bool = key(
+        True, "+ MLP over the placement's z and top relative to the pile's peak"
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torchrl.envs.utils import check_env_specs
 
-from gpurl.envs import NATIVE_ENVS, make_env
+from gpurl.envs import make_env, native_envs
 from gpurl.errors import ActionOutOfRangeError, ConfigError
 
 SMALL_MARINENAV = {"stage": 5, "pool_size": 16, "pool_refresh": 8, "pool_refresh_every": 2}
@@ -32,7 +32,7 @@ CASES = {
 
 
 def test_every_native_env_is_covered():
-    assert CASES.keys() == NATIVE_ENVS.keys()
+    assert CASES.keys() == native_envs().keys()
 
 
 def _env(name: str, seed: int = 0, **kw):

@@ -23,15 +23,20 @@ Robots never restart on their own: a partial reset is per env (root "_reset"); a
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import torch
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.envs.base import GroupResult, NativeEnv, StepResult, state_attributes
+from gpurl.envs.config import EnvConfig
 from gpurl.envs.marinenav import dynamics as dyn
 from gpurl.envs.marinenav.currents import rankine_velocity
 from gpurl.envs.marinenav.curriculum import (
+    CURRICULUM,
     EVAL_EPISODES_PER_STAGE,
     parse_curriculum,
     stage_at,
@@ -61,6 +66,44 @@ SELF_STATE_DIM = 7
 OBJECT_DIM = 5
 
 
+@declare(name="marinenav", num_envs=64)
+class MarineNavConfig(EnvConfig):
+    """Multi-robot surface-vessel navigation, 25 discrete actions (see
+    docs/envs/marinenav.md); env=marinenav_continuous is the same with 2 continuous
+    actions in [-1, 1]."""
+
+    obs = "objects"
+
+    eval_envs: int = key(60, "the fixed evaluation set: 10 episodes per curriculum stage", ge=1)
+    stage: int = key(0, "initial curriculum stage; the trainer advances it by frames", ge=0)
+    max_robots: int = key(5, "robot slots; at least the largest `robots` of the curriculum", ge=1)
+    max_obstacles: int = key(
+        4, "obstacle slots; at least the largest `obstacles` of the curriculum", ge=0
+    )
+    num_cores: int = key(0, "Rankine vortex cores (0 in the published runs)", ge=0)
+    max_episode_steps: int = key(1000, "steps before an episode is truncated", ge=1)
+    perception_noise: bool = key(True, "noisy perception of positions, velocities and angles")
+    pool_size: int | None = key(
+        None, "autoreset scenario pool; null: max(1024, 2 x num_envs)", ge=1
+    )
+    pool_refresh: int | None = key(
+        None, "pool entries redrawn at a time; null: max(64, num_envs / 8)", ge=1
+    )
+    pool_refresh_every: int = key(16, "resets between pool refreshes", ge=1)
+    candidates: int = key(128, "proposals per slot in the scenarios' rejection sampling", ge=1)
+    curriculum: list[dict] = key(
+        [dataclasses.asdict(stage) for stage in CURRICULUM],
+        "stages by global step: rows {from_step, robots, obstacles, min_start_goal_dis}",
+        nonempty=True,
+        note=(
+            "Stages by global step (the trainer's frames: one frame = one step of one env). The",
+            "paper's schedule over 6M steps; override the whole list to change it, e.g.",
+            "'env.curriculum=[{from_step:0,robots:3,obstacles:0,min_start_goal_dis:30}]'.",
+        ),
+    )
+
+
+@register("env", "marinenav", MarineNavConfig)
 class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
     """Discrete-action MarineNav (25 actions); see the module docstring for the layout."""
 
@@ -278,8 +321,8 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
             self.device,
         )
         sc["stage"] = stage.clone()
-        for key, value in self._initial_observation(sc).items():
-            sc["obs_" + key] = value
+        for entry, value in self._initial_observation(sc).items():
+            sc["obs_" + entry] = value
         return sc
 
     def _fill_pool(self, begin: int, count: int) -> None:
@@ -287,8 +330,8 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         if begin == 0 and count == self.pool_size:
             self.pool = fresh
             return
-        for key, value in fresh.items():
-            self.pool[key][begin : begin + count] = value
+        for entry, value in fresh.items():
+            self.pool[entry][begin : begin + count] = value
 
     def _refresh_pool_chunk(self) -> None:
         # host-side counters only: which chunk to redraw is a Python int
@@ -337,15 +380,15 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         initial observation stored with their scenario (no second perception pass)."""
         drawn, now = self._drawn, reached["agents"]
         entries = {}
-        for key in ("self_state", "objects", "objects_mask", "running"):
-            fresh, cur = drawn["obs_" + key], now[key]
+        for entry in ("self_state", "objects", "objects_mask", "running"):
+            fresh, cur = drawn["obs_" + entry], now[entry]
             m = done.view(-1, *([1] * (cur.dim() - 1)))
             if cur.dtype == torch.bool:
-                entries[key] = torch.where(m, fresh, cur)  # one op beats and/or on bools
+                entries[entry] = torch.where(m, fresh, cur)  # one op beats and/or on bools
             else:
                 # lerp is exact at weights 0 and 1 (it computes end - (end - start) (1 - w)
                 # for w >= 0.5), and 2-4x cheaper than torch.where or a multiply-add blend
-                entries[key] = torch.lerp(cur, fresh, m.to(cur.dtype))
+                entries[entry] = torch.lerp(cur, fresh, m.to(cur.dtype))
         return {"agents": entries}
 
     # -- the step ---------------------------------------------------------------------------
@@ -594,6 +637,7 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         return protocol_metrics(run_episodes(self, policy, self._eval_scenarios))
 
 
+@register("env", "marinenav_continuous", MarineNavConfig)
 class MarineNavContinuousEnv(MarineNavEnv):
     """MarineNav with 2 continuous actions in [-1, 1] (x 1000 N/s thrust-change rates)."""
 

@@ -23,7 +23,10 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Binary, Categorical, MultiCategorical, Unbounded
 
+from gpurl.core.config import declare, group, key
+from gpurl.core.registry import register
 from gpurl.envs.base import NativeEnv, StepResult, state_attributes
+from gpurl.envs.config import EnvConfig
 from gpurl.envs.packing import reward as rw
 from gpurl.envs.packing.catalog import PROCEDURAL_KINDS, procedural_items
 from gpurl.envs.packing.features import MANAGER_SCALARS, candidate_slots, manager_scalars
@@ -51,6 +54,41 @@ class PackingState(NamedTuple):
     placements: torch.Tensor  # [] int64
 
 
+@declare(name="packing", num_envs=1, eval_envs=10)
+class PackingConfig(EnvConfig):
+    """Irregular-part packing on heightmaps (docs/envs/packing.md), batched on the device."""
+
+    obs = "maps"
+
+    num_objects: int = key(20, "items per episode, drawn with replacement from the pool", ge=1)
+    resolution: int = key(200, "R cells per side of the box's heightmap", ge=8)
+    grid_step: int = key(4, "corners on a stride grid: every grid_step-th cell", ge=1)
+    box_size: list[float] = key([0.256, 0.256, 0.256], "L, W, H in metres (L == W)", gt=0)
+    max_steps: int = key(30, "placements per episode before truncation", ge=1)
+    num_candidates: int = key(20, "K, the manager's candidate slots (clamped to num_objects)", ge=1)
+    pool_size: int = key(128, "catalog items instantiated at construction", ge=1)
+    catalog_seed: int = key(0, "seed of the item pool; the run's seed draws the episodes", ge=0)
+    shapes: list[str] = key(
+        list(PROCEDURAL_KINDS),
+        "procedural kinds the pool draws from",
+        choices=PROCEDURAL_KINDS,
+        nonempty=True,
+    )
+    mesh_paths: list[str] | None = key(
+        None, "OBJ/STL files (metres) instead of procedural shapes; needs gpurl[meshes]"
+    )
+    reward_weights: rw.RewardWeights = group(rw.RewardWeights, "the shaped reward's weights")
+    compile_placement: bool = key(
+        False, "run the z-map through torch.compile (seconds to compile, ~10x faster on a CPU)"
+    )
+    illegal_action: str = key(
+        "terminate",
+        "terminate: an illegal corner ends the episode | noop: it places nothing",
+        choices=ILLEGAL_ACTIONS,
+    )
+
+
+@register("env", "packing", PackingConfig)
 class PackingEnv(state_attributes(PackingState), NativeEnv):
     def __init__(
         self,

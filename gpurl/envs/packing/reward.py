@@ -14,17 +14,21 @@ from dataclasses import dataclass
 
 import torch
 
+from gpurl.core.config import Schema, key
+
 
 @dataclass(frozen=True)
-class RewardWeights:
-    placed: float = 1.0
-    compactness_gain: float = 0.4
-    pyramidality_gain: float = 0.4
-    quality: float = 0.2
-    height_gain: float = 0.1
-    quality_compactness: float = 0.5  # J = quality_compactness C + quality_pyramidality P
-    quality_pyramidality: float = 0.3
-    utilisation_gain: float = 0.0  # x (placed item volume / box volume); 0 in the spec
+class RewardWeights(Schema):
+    """Packing's shaped reward (gpurl/envs/packing/reward.py)."""
+
+    placed: float = key(1.0, "x 1 per item placed")
+    compactness_gain: float = key(0.4, "x the rise of compactness C")
+    pyramidality_gain: float = key(0.4, "x the rise of pyramidality P")
+    quality: float = key(0.2, "x the placement quality J")
+    height_gain: float = key(0.1, "x the rise of the pile's top / H (a cost)")
+    quality_compactness: float = key(0.5, "J = quality_compactness C + quality_pyramidality P")
+    quality_pyramidality: float = key(0.3, "J's weight of P")
+    utilisation_gain: float = key(0.0, "x placed volume / box volume (not in the spec; off)")
 
 
 def occupied_volume(hm: torch.Tensor, sep: float) -> torch.Tensor:

@@ -15,7 +15,10 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
 from gpurl.envs.base import NativeEnv, StepResult, state_attributes
+from gpurl.envs.config import EnvConfig
 from gpurl.envs.pixels.atlas import (
     PLAYER_SCREEN_X,
     PLAYER_SCREEN_Y,
@@ -89,6 +92,48 @@ def _check(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+@declare(name="pixels", num_envs=1024, eval_envs=16)
+class PixelsConfig(EnvConfig):
+    """A ROM-free Game-Boy-like tile world rendered on the device (docs/envs/pixels.md)."""
+
+    obs = "images"
+
+    map_height: int = key(16, "world height in tiles", ge=4, note=("world",))
+    map_width: int = key(16, "world width in tiles", ge=4)
+    wall_prob: float = key(0.25, "probability of a wall in each interior cell", ge=0, lt=1)
+    num_worlds: int = key(
+        0, "0: a fixed world per env; N: every reset draws from a pool of N", ge=0
+    )
+    frames_per_step: int = key(24, "frames per env step", ge=1, note=("frames and input",))
+    release_after_frames: int = key(8, "frames the button is held", ge=0)
+    stack_k: int = key(1, "frames in the observation stack", ge=1)
+    reward: str = key(
+        "goal",
+        "goal (goal-template distance) | reach (on the goal tile)",
+        choices=("goal", "reach"),
+        note=("reward",),
+    )
+    step_cost: float = key(-0.01, "reward added every step")
+    alpha: float = key(1.0, "goal: weight of the distance progress")
+    goal_bonus: float = key(10.0, "reward on reaching the goal")
+    tau: float = key(0.05, "goal: distance below which the goal counter runs", ge=0)
+    k_consecutive: int = key(4, "goal: steps under tau that end the episode", ge=1)
+    goal_stack: bool = key(False, "goal: compare the whole stack with a stacked goal")
+    shaping: float = key(0.0, "reach: weight of the tile-distance progress")
+    max_steps: int = key(512, "steps before an episode is truncated", ge=1)
+    info_mode: str = key(
+        "stats",
+        "full | stats | none: what the env reports beside the frames",
+        choices=("full", "stats", "none"),
+    )
+    restore: str = key(
+        "lazy",
+        "lazy | masked | host_skip (measurement only): how resets restore the frame stack",
+        choices=("lazy", "masked", "host_skip"),
+    )
+
+
+@register("env", "pixels", PixelsConfig)
 class PixelsEnv(state_attributes(PixelsState), NativeEnv):
     has_held_out = True  # make_eval_env builds its evaluation envs with held_out=True
 
