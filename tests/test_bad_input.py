@@ -505,13 +505,16 @@ def test_every_option_file_is_generated_a_preset_or_open():
     generated = yaml_files()
     for group in ("env", "agent", "trainer", "logger", "compile"):
         for option in group_options(group):
+            if not (CONFIGS / group / f"{option}.yaml").is_file():  # an installed plug-in's
+                assert not registry.find(group, option).own, (group, option)
+                continue
             text = (CONFIGS / group / f"{option}.yaml").read_text()
             preset = "defaults:" in text  # compile=full, env=marinenav_continuous
             open_ = "_target_: ???" in text  # agent=custom
             assert (group, option) in generated or preset or open_, (group, option)
     for group in ("env", "agent", "logger"):  # and every registered option of gpurl's has one
         for name, comp in registry.components(group).items():
-            assert comp.own and (CONFIGS / group / f"{name}.yaml").is_file(), (group, name)
+            assert (CONFIGS / group / f"{name}.yaml").is_file() or not comp.own, (group, name)
 
 
 def test_the_reference_lists_every_key_with_its_type_range_default_and_doc():

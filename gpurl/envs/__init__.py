@@ -74,12 +74,15 @@ def make_eval_env(env_cfg: Mapping, device="cpu", seed: int = 0):
     return make_env(cfg, device=device, seed=seed + EVAL_SEED_OFFSET, num_envs=cfg["eval_envs"])
 
 
-def native_envs() -> dict[str, type[NativeEnv]]:
-    """The registered env families that are NativeEnv classes, by name."""
+def native_envs(own_only: bool = False) -> dict[str, type[NativeEnv]]:
+    """The registered env families that are NativeEnv classes, by name (`own_only`:
+    gpurl's, no plug-in's)."""
     return {
         name: comp.target
         for name, comp in registry.components("env").items()
-        if isinstance(comp.target, type) and issubclass(comp.target, NativeEnv)
+        if isinstance(comp.target, type)
+        and issubclass(comp.target, NativeEnv)
+        and (comp.own or not own_only)
     }
 
 

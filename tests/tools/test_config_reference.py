@@ -13,7 +13,7 @@ def test_committed_page_is_what_the_schema_writes():
 
 def test_every_declared_key_has_a_row_with_its_type_and_doc():
     text = config_reference.page()
-    for row in schema.reference():
+    for row in schema.reference(own_only=True):
         assert f"| `{row.path}` | {config_reference._cell(row.type)} |" in text
         assert config_reference._cell(row.doc) in text
 
@@ -25,3 +25,13 @@ def test_check_fails_on_a_stale_page(tmp_path, capsys):
     assert "stale" in capsys.readouterr().out
     assert config_reference.main(["--out", str(stale)]) == 0
     assert config_reference.main(["--check", "--out", str(stale)]) == 0
+
+
+def test_plugins_are_in_the_page_when_asked(scoped_registry):
+    from tests.extending.corridor import CorridorConfig, CorridorEnv
+
+    scoped_registry.register("env", "corridor", CorridorConfig)(CorridorEnv)
+    assert "env.length" not in config_reference.page()
+    text = config_reference.page(plugins=True)
+    assert "## env=corridor {#env-corridor}" in text and "| `env.length` | int |" in text
+    assert "Declared in `tests/extending/corridor.py`." in text
