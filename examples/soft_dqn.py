@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
 
-from gpurl.agents.base import clip_and_step, polyak_update
+from gpurl.agents.base import clip_and_step
 from gpurl.agents.dqn import DQNAgent, DQNConfig
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
@@ -45,6 +45,6 @@ class SoftDQNAgent(DQNAgent):
             target = soft_target(q_next, batch["reward"], batch["discount"], cfg.temperature)
         q = self.q(batch).gather(-1, batch["action"].long().unsqueeze(-1)).squeeze(-1)
         loss = weighted_mean(F.smooth_l1_loss(q, target, reduction="none"), batch)
-        clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
-        polyak_update(self.q_target, self.q, cfg.tau)
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
+        self.targets.polyak(cfg.tau)
         return TensorDict(loss=loss.detach(), q=q.detach().mean())

@@ -208,3 +208,28 @@ def test_env_collector_reaches_the_ecosystem_envs(tmp_path, env, extra, module):
 
     assert collector("lean") is LeanCollector
     assert collector("torchrl") is TorchRLCollector
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_the_direct_gymnasium_path_steps_as_torchrl_does(env_id):
+    """LeanGymEnv's own lean path (the vector env stepped directly) gives what the
+    TorchRL path gives, step for step, resets included (CartPole ends episodes within
+    the 300 steps, Pendulum truncates them at 200)."""
+    pytest.importorskip("gymnasium")
+    from gpurl.envs.gym import make_gym_env
+
+    direct, through = make_gym_env(env_id, 4, seed=3), make_gym_env(env_id, 4, seed=3)
+    assert direct.direct
+    through.direct = False  # ForeignEnv's lean path: TorchRL's step_and_maybe_reset
+    obs_a, obs_b = direct.lean_reset(), through.lean_reset()
+    spec = direct.full_action_spec[direct.action_key]
+    torch.manual_seed(0)
+    resets = 0
+    for _ in range(300):
+        action = spec.rand()
+        (nxt_a, obs_a), (nxt_b, obs_b) = direct.lean_step(action), through.lean_step(action)
+        for key in ("observation", "reward", "terminated", "truncated", "done"):
+            assert torch.equal(nxt_a.get(key), nxt_b.get(key)), key
+        assert torch.equal(obs_a.get("observation"), obs_b.get("observation"))
+        resets += int(nxt_a.get("done").sum())
+    assert resets > 0

@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict
 from torch import nn
 
-from gpurl.agents.base import hard_update, polyak_update
+from gpurl.agents.base import TargetPairs
 from gpurl.agents.dqn import dqn_target
 from gpurl.agents.sac import temperature_loss
 from gpurl.core.progress import Progress
@@ -221,14 +221,18 @@ def test_sac_temperature_rises_when_entropy_is_below_target():
 
 def test_polyak_and_hard_target_updates():
     online, target = nn.Linear(2, 1), nn.Linear(2, 1)
-    nn.init.constant_(online.weight, 1.0), nn.init.constant_(online.bias, 1.0)
-    nn.init.constant_(target.weight, 0.0), nn.init.constant_(target.bias, 0.0)
-    polyak_update(target, online, 0.1)
+    online2, target2 = nn.Linear(1, 1), nn.Linear(1, 1)  # a second pair, one foreach call
+    for net, value in ((online, 1.0), (target, 0.0), (online2, 2.0), (target2, 0.0)):
+        nn.init.constant_(net.weight, value), nn.init.constant_(net.bias, value)
+    pairs = TargetPairs((target, online), (target2, online2))
+    pairs.polyak(0.1)
     assert torch.allclose(target.weight, torch.full((1, 2), 0.1))
-    polyak_update(target, online, 0.1)  # 0.1 + 0.1 (1 - 0.1) = 0.19
+    assert torch.allclose(target2.weight, torch.full((1, 1), 0.2))
+    pairs.polyak(0.1)  # 0.1 + 0.1 (1 - 0.1) = 0.19
     assert torch.allclose(target.bias, torch.tensor([0.19]))
-    hard_update(target, online)
+    pairs.copy()
     assert torch.equal(target.weight, online.weight) and torch.equal(target.bias, online.bias)
+    assert torch.equal(target2.weight, online2.weight)
 
 
 def test_dqn_hard_target_copies_every_interval_updates(tmp_path):

@@ -28,11 +28,10 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 
 from gpurl.agents.base import (
     OffPolicyAgent,
+    TargetPairs,
     clip_and_step,
-    hard_update,
     is_every,
     make_optimizer,
-    polyak_update,
     require_continuous,
     target_copy,
 )
@@ -191,6 +190,9 @@ class ACIQNAgent(OffPolicyAgent):
             int(cfg.cos_embed),
         ).to(device)
         self.actor_target, self.critic_target = target_copy(self.actor), target_copy(self.critic)
+        self.targets = TargetPairs(
+            (self.actor_target, self.actor), (self.critic_target, self.critic)
+        )
         self.actor_optimizer = make_optimizer(self.actor.parameters(), cfg.actor_lr)
         self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
         self.search = CriticCheckedActor(
@@ -221,8 +223,7 @@ class ACIQNAgent(OffPolicyAgent):
     def update(self, batch: TensorDict, progress) -> TensorDict:
         metrics = self.learn_step(batch)
         if self.cfg.target_update == "hard" and is_every(progress, self.cfg.target_update_interval):
-            hard_update(self.actor_target, self.actor)
-            hard_update(self.critic_target, self.critic)
+            self.targets.copy()
         return metrics
 
     def _taus(self, batch, n: int) -> torch.Tensor:
@@ -242,21 +243,18 @@ class ACIQNAgent(OffPolicyAgent):
         z = self.critic(batch, action, taus)
         elementwise = quantile_huber_loss(z, target, taus, float(cfg.kappa))
         critic_loss = weighted_mean(elementwise, batch)
-        clip_and_step(
-            self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
-        )
+        clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
         # The actor maximises CVaR_alpha of the return (alpha = agent.actor_cvar): the mean
         # over fractions drawn from (0, alpha), the lower tail; alpha = 1 is the mean.
         actor_taus = self._taus(batch, int(cfg.quantiles)) * float(cfg.get("actor_cvar", 1.0))
         z_actor = self.critic(batch, self.actor(batch), actor_taus)
         actor_loss = -weighted_mean(z_actor.mean(-1), batch)
-        clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
+        clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
-            polyak_update(self.actor_target, self.actor, cfg.tau)
-            polyak_update(self.critic_target, self.critic, cfg.tau)
-        return TensorDict(
-            critic_loss=critic_loss.detach(),
-            actor_loss=actor_loss.detach(),
-            q=z.detach().mean(),
-            priority=elementwise.detach(),
+            self.targets.polyak(cfg.tau)
+        metrics = TensorDict(
+            critic_loss=critic_loss.detach(), actor_loss=actor_loss.detach(), q=z.detach().mean()
         )
+        if cfg.prioritized:  # the replay's new priorities: the critic's quantile loss
+            metrics.set("priority", elementwise.detach())
+        return metrics

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from torchrl.data import Bounded
 
 from gpurl.core.compile import EAGER, CompileSpec, capturable, compile_step
+from gpurl.core.config import plain_keys
 from gpurl.core.distributed import average_gradients
 from gpurl.core.private import foreach_copy_, foreach_lerp_
 from gpurl.core.progress import Progress
@@ -101,25 +102,35 @@ def target_copy(net: nn.Module) -> nn.Module:
     return copy.deepcopy(net).requires_grad_(False)
 
 
-@torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, tau) -> None:
-    """target <- target + tau (online - target), one fused lerp over all parameters
-    (tau may be a device scalar: 1 where a hard copy is due, 0 elsewhere)."""
-    foreach_lerp_(target.parameters(), online.parameters(), tau)
+class TargetPairs:
+    """Target networks and the online networks they follow, as (target, online) pairs.
+    Their parameters are listed once, here: a module's parameters() walks its submodules
+    at every call, which an update of a small network pays for twice per target."""
+
+    def __init__(self, *pairs: tuple[nn.Module, nn.Module]):
+        self.targets = [p for target, _ in pairs for p in target.parameters()]
+        self.online = [p for _, online in pairs for p in online.parameters()]
+
+    @torch.no_grad()
+    def polyak(self, tau) -> None:
+        """target <- target + tau (online - target), one fused lerp over every pair's
+        parameters (tau may be a device scalar: 1 where a hard copy is due, 0 elsewhere)."""
+        foreach_lerp_(self.targets, self.online, tau)
+
+    @torch.no_grad()
+    def copy(self) -> None:
+        """target <- online, one fused copy."""
+        foreach_copy_(self.targets, self.online)
 
 
-@torch.no_grad()
-def hard_update(target: nn.Module, online: nn.Module) -> None:
-    foreach_copy_(target.parameters(), online.parameters())
-
-
-def clip_and_step(optimizer: torch.optim.Optimizer, params, loss, max_norm: float | None):
-    """Backward, average over torchrun's ranks, clip, step; outside autocast (compile.amp
-    autocasts the forward passes only: gradients and optimizer state stay fp32).
+def clip_and_step(optimizer: torch.optim.Optimizer, loss, max_norm: float | None):
+    """Backward, average over torchrun's ranks, clip the parameters the optimizer steps,
+    step; outside autocast (compile.amp autocasts the forward passes only: gradients and
+    optimizer state stay fp32).
 
     Every agent steps its optimizers here, so this is where data-parallel training
     averages gradients (core/distributed.py; nothing happens with one process)."""
-    params = list(params)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     with torch.autocast(loss.device.type, enabled=False):
         if isinstance(optimizer, RunAdam):  # N runs: each run's gradient and clip its own
             optimizer.backward_and_step(loss, max_norm)
@@ -155,7 +166,8 @@ class Agent:
     many_seeds: bool = False
 
     def __init__(self, cfg, info: EnvInfo, progress: Progress, compile: CompileSpec = EAGER):
-        self.cfg, self.info, self.progress = cfg, info, progress
+        # plain values: the update path reads keys every step (core/config.Keys)
+        self.cfg, self.info, self.progress = plain_keys(cfg), info, progress
         self.compile = compile
         self.runs = progress.runs
         if self.runs.many and not self.many_seeds:

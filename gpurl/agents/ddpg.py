@@ -8,10 +8,10 @@ from tensordict import TensorDict
 
 from gpurl.agents.base import (
     OffPolicyAgent,
+    TargetPairs,
     clip_and_step,
     is_every,
     make_optimizer,
-    polyak_update,
     require_continuous,
     target_copy,
 )
@@ -70,6 +70,9 @@ class DDPGAgent(OffPolicyAgent):
             )
         ).to(device)
         self.critic_target = target_copy(self.critic)
+        self.targets = TargetPairs(
+            (self.actor_target, self.actor), (self.critic_target, self.critic)
+        )
 
         def optimizer(params, key):
             return make_optimizer(params, runs.value(key, cfg[key], device), runs)
@@ -118,20 +121,16 @@ class DDPGAgent(OffPolicyAgent):
         loss_fn = F.smooth_l1_loss if cfg.get("critic_loss") == "huber" else F.mse_loss
         elementwise = loss_fn(q, target.expand_as(q), reduction="none").sum(0)
         critic_loss = weighted_mean(elementwise, batch)
-        clip_and_step(
-            self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
-        )
-        return TensorDict(
-            critic_loss=critic_loss.detach(),
-            q=q.detach().mean(),
-            priority=(q[0] - target).detach().abs(),
-        )
+        clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
+        metrics = TensorDict(critic_loss=critic_loss.detach(), q=q.detach().mean())
+        if cfg.prioritized:  # the replay's new priorities: the first critic's |TD error|
+            metrics.set("priority", (q[0] - target).detach().abs())
+        return metrics
 
     def actor_step(self, batch: TensorDict) -> TensorDict:
         """The actor's gradient step and both Polyak target steps (delayed in TD3)."""
         cfg = self.cfg
         actor_loss = -weighted_mean(self.critic[0](batch, self.actor(batch)), batch)
-        clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
-        polyak_update(self.actor_target, self.actor, cfg.tau)
-        polyak_update(self.critic_target, self.critic, cfg.tau)
+        clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
+        self.targets.polyak(cfg.tau)
         return TensorDict(actor_loss=actor_loss.detach())

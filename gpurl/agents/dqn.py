@@ -18,11 +18,10 @@ from tensordict import TensorDict
 
 from gpurl.agents.base import (
     OffPolicyAgent,
+    TargetPairs,
     clip_and_step,
-    hard_update,
     is_every,
     make_optimizer,
-    polyak_update,
     require_discrete,
     target_copy,
 )
@@ -91,6 +90,7 @@ class DQNAgent(OffPolicyAgent):
             )
         ).to(info.device)
         self.q_target = target_copy(self.q)
+        self.targets = TargetPairs((self.q_target, self.q))
         lr = self.runs.value("lr", cfg.lr, info.device)
         self.optimizer = make_optimizer(self.q.parameters(), lr, self.runs)
         self.policy = PolicyWrapper(
@@ -115,7 +115,7 @@ class DQNAgent(OffPolicyAgent):
             resample_noise(self.q_target)
         metrics = self.learn_step(batch)
         if self.cfg.target_update == "hard" and is_every(progress, self.cfg.target_update_interval):
-            hard_update(self.q_target, self.q)
+            self.targets.copy()
         return metrics
 
     def learn(self, batch: TensorDict) -> TensorDict:
@@ -140,9 +140,10 @@ class DQNAgent(OffPolicyAgent):
         else:
             elementwise = F.mse_loss(q, target, reduction="none")
         loss = weighted_mean(elementwise, batch)
-        clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
-            polyak_update(self.q_target, self.q, cfg.tau)
-        return TensorDict(
-            loss=loss.detach(), q=q.detach().mean(), priority=(q - target).detach().abs()
-        )
+            self.targets.polyak(cfg.tau)
+        metrics = TensorDict(loss=loss.detach(), q=q.detach().mean())
+        if cfg.prioritized:  # the replay's new priorities: |TD error|
+            metrics.set("priority", (q - target).detach().abs())
+        return metrics

@@ -41,9 +41,9 @@ from tensordict import TensorDict, TensorDictBase
 
 from gpurl.agents.base import (
     OffPolicyAgent,
+    TargetPairs,
     clip_and_step,
     make_optimizer,
-    polyak_update,
     target_copy,
 )
 from gpurl.agents.config import AgentConfig, gamma_key, lr_key, max_grad_norm_key
@@ -409,6 +409,9 @@ class HRLDQNAgent(OffPolicyAgent):
         self.worker = WorkerUNet(cfg.worker.channels, cfg.worker.corner_features).to(dev)
         self.manager_target = target_copy(self.manager)
         self.worker_target = target_copy(self.worker)
+        self.target_nets = TargetPairs(
+            (self.manager_target, self.manager), (self.worker_target, self.worker)
+        )
         self.manager_chunk = int(cfg.manager_chunk)
         self.worker_chunk = int(cfg.worker_chunk)
         if self.manager_chunk < 1 or self.worker_chunk < 1:
@@ -483,8 +486,7 @@ class HRLDQNAgent(OffPolicyAgent):
         # a due hard copy is a lerp with weight 1 (0 otherwise): no host read
         rnd = sched.target_round(progress)
         due = (rnd > self.copied).float()
-        polyak_update(self.manager_target, self.manager, due)
-        polyak_update(self.worker_target, self.worker, due)
+        self.target_nets.polyak(due)
         self.copied.copy_(torch.maximum(self.copied, rnd))
         return metrics
 
@@ -502,9 +504,7 @@ class HRLDQNAgent(OffPolicyAgent):
         q_w = worker_q_at(self.worker, geom, hm, pid, ori, ix, iy).float()
         t_m, t_w = t_m.float(), t_w.float()
         loss_w = weighted_mean(F.smooth_l1_loss(q_w, t_w, reduction="none"), batch)
-        clip_and_step(
-            self.worker_optimizer, self.worker.parameters(), loss_w, self.cfg.max_grad_norm
-        )
+        clip_and_step(self.worker_optimizer, loss_w, self.cfg.max_grad_norm)
         # the manager's loss reads the taken slot's Q alone: only that candidate's maps go
         # through the ResNet (its GroupNorm is per map, so no other candidate moves it)
         q_m = manager_q(
@@ -512,9 +512,7 @@ class HRLDQNAgent(OffPolicyAgent):
         )
         q_m = q_m[:, 0].float()
         loss_m = weighted_mean(F.smooth_l1_loss(q_m, t_m, reduction="none"), batch)
-        clip_and_step(
-            self.manager_optimizer, self.manager.parameters(), loss_m, self.cfg.max_grad_norm
-        )
+        clip_and_step(self.manager_optimizer, loss_m, self.cfg.max_grad_norm)
         return TensorDict(
             loss_worker=loss_w.detach(),
             loss_manager=loss_m.detach(),

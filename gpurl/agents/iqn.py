@@ -25,11 +25,10 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 
 from gpurl.agents.base import (
     OffPolicyAgent,
+    TargetPairs,
     clip_and_step,
-    hard_update,
     is_every,
     make_optimizer,
-    polyak_update,
     require_discrete,
     target_copy,
 )
@@ -174,6 +173,7 @@ class IQNAgent(OffPolicyAgent):
             float(cfg.get("eval_cvar", 1.0)),
         ).to(info.device)
         self.z_target = target_copy(self.z)
+        self.targets = TargetPairs((self.z_target, self.z))
         self.optimizer = make_optimizer(self.z.parameters(), cfg.lr)
         self.policy = PolicyWrapper(
             self.z, info, progress, make_exploration(cfg, info, random_frames)
@@ -190,7 +190,7 @@ class IQNAgent(OffPolicyAgent):
     def update(self, batch: TensorDict, progress) -> TensorDict:
         metrics = self.learn_step(batch)
         if self.cfg.target_update == "hard" and is_every(progress, self.cfg.target_update_interval):
-            hard_update(self.z_target, self.z)
+            self.targets.copy()
         return metrics
 
     def learn(self, batch: TensorDict) -> TensorDict:
@@ -211,9 +211,10 @@ class IQNAgent(OffPolicyAgent):
         z_taken = z.gather(-1, action).squeeze(-1)  # [B, N]
         elementwise = quantile_huber_loss(z_taken, target, taus, float(cfg.kappa))
         loss = weighted_mean(elementwise, batch)
-        clip_and_step(self.optimizer, self.z.parameters(), loss, cfg.max_grad_norm)
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
-            polyak_update(self.z_target, self.z, cfg.tau)
-        return TensorDict(
-            loss=loss.detach(), q=z_taken.detach().mean(), priority=elementwise.detach()
-        )
+            self.targets.polyak(cfg.tau)
+        metrics = TensorDict(loss=loss.detach(), q=z_taken.detach().mean())
+        if cfg.prioritized:  # the replay's new priorities: the quantile loss
+            metrics.set("priority", elementwise.detach())
+        return metrics

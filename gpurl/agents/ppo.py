@@ -334,7 +334,7 @@ class PPOAgent(OnPolicyAgent):
             bonus = masked_mean(self.runs.per_row(coef, entropy) * entropy, weight)
         entropy = masked_mean(entropy, weight)
         loss = policy_loss + cfg.value_coef * value_loss - bonus
-        clip_and_step(self.optimizer, self.params, loss, _optional(cfg.max_grad_norm))
+        clip_and_step(self.optimizer, loss, _optional(cfg.max_grad_norm))
         with torch.no_grad():
             approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
             clipped = masked_mean(((ratio - 1).abs() > (self.clip or math.inf)).float(), weight)

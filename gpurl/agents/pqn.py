@@ -131,5 +131,5 @@ class PQNAgent(OnPolicyAgent):
             loss = F.smooth_l1_loss(q, target)
         else:
             loss = 0.5 * F.mse_loss(q, target)
-        clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         return TensorDict(loss=loss.detach(), q=q.detach().mean(), lr=self.lr.mean())

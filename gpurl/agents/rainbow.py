@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from gpurl.agents.base import clip_and_step, polyak_update
+from gpurl.agents.base import clip_and_step
 from gpurl.agents.config import QLearningConfig
 from gpurl.agents.dqn import DQNAgent, masked_q
 from gpurl.core.config import declare, key
@@ -153,8 +153,11 @@ class RainbowAgent(DQNAgent):
         log_p = logits.gather(-2, action).squeeze(-2).log_softmax(-1)  # [B, atoms]
         elementwise = -(target * log_p).sum(-1)
         loss = weighted_mean(elementwise, batch)
-        clip_and_step(self.optimizer, self.q.parameters(), loss, cfg.max_grad_norm)
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
-            polyak_update(self.q_target, self.q, cfg.tau)
+            self.targets.polyak(cfg.tau)
         q = (log_p.detach().exp() * support).sum(-1)
-        return TensorDict(loss=loss.detach(), q=q.mean(), priority=elementwise.detach())
+        metrics = TensorDict(loss=loss.detach(), q=q.mean())
+        if cfg.prioritized:  # the replay's new priorities: the cross-entropy
+            metrics.set("priority", elementwise.detach())
+        return metrics

@@ -13,9 +13,9 @@ from tensordict import TensorDict
 
 from gpurl.agents.base import (
     OffPolicyAgent,
+    TargetPairs,
     clip_and_step,
     make_optimizer,
-    polyak_update,
     require_continuous,
     target_copy,
 )
@@ -61,6 +61,7 @@ class SACAgent(OffPolicyAgent):
             )
         ).to(device)
         self.critic_target = target_copy(self.critic)
+        self.targets = TargetPairs((self.critic_target, self.critic))
         # one temperature per run: [] for one run, [N] for N (runs.per_row spreads it)
         self.log_alpha = torch.nn.Parameter(runs.full(cfg.init_alpha, device).log())
         self.target_entropy = -float(action_dim)
@@ -110,25 +111,25 @@ class SACAgent(OffPolicyAgent):
         q = torch.stack([c(batch, action) for c in self.critic])
         elementwise = F.mse_loss(q, target.expand_as(q), reduction="none").sum(0)
         critic_loss = weighted_mean(elementwise, batch)
-        clip_and_step(
-            self.critic_optimizer, self.critic.parameters(), critic_loss, cfg.max_grad_norm
-        )
+        clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
 
         new_action, logp = self.actor.sample(batch)
         q_new = torch.stack([c(batch, new_action) for c in self.critic]).min(0).values
         actor_loss = weighted_mean(alpha * logp - q_new, batch)
-        clip_and_step(self.actor_optimizer, self.actor.parameters(), actor_loss, cfg.max_grad_norm)
+        clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
 
         log_alpha = self.runs.per_row(self.log_alpha, logp)
         alpha_loss = temperature_loss(log_alpha, logp.detach(), self.target_entropy, batch)
-        clip_and_step(self.alpha_optimizer, [self.log_alpha], alpha_loss, None)
+        clip_and_step(self.alpha_optimizer, alpha_loss, None)
 
-        polyak_update(self.critic_target, self.critic, cfg.tau)
-        return TensorDict(
+        self.targets.polyak(cfg.tau)
+        metrics = TensorDict(
             critic_loss=critic_loss.detach(),
             actor_loss=actor_loss.detach(),
             alpha=self.log_alpha.detach().exp().mean(),
             entropy=-logp.detach().mean(),
             q=q.detach().mean(),
-            priority=(q.min(0).values - target).detach().abs(),
         )
+        if cfg.prioritized:  # the replay's new priorities: the lower critic's |TD error|
+            metrics.set("priority", (q.min(0).values - target).detach().abs())
+        return metrics

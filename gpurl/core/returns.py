@@ -44,6 +44,9 @@ def nstep_returns(
       last     [N]  physical row of the last summed step; the caller bootstraps from the
                     next observation stored at that row.
     """
+    if n == 1:  # one step, the common case: no window to walk, the same result
+        discount = torch.where(terminated[row, stream], 0.0, gamma)
+        return reward[row, stream], discount.to(reward.dtype), row
     available = (newest - row) % capacity  # rows written after `row`
     ret = torch.zeros(row.shape, dtype=reward.dtype, device=reward.device)
     discount = torch.ones_like(ret)

@@ -5,11 +5,20 @@ pipes cost more than classic-control physics) with autoreset disabled, so TorchR
 partial "_reset" drives resets, as for native envs. Discrete actions are integers
 (Categorical), as in gpurl's native envs. These envs step on the CPU; observations
 and rewards are moved to `device`.
+
+On the CPU, gpurl's lean collector steps the vector env itself (LeanGymEnv): the action
+tensor's numpy view in, the step's arrays copied into tensors allocated once, the envs
+that ended reset through the vector env's reset mask. TorchRL's step, its spec checks
+and its TensorDict building cost about ten times Acrobot's own physics per step; the
+TorchRL face (env.collector=torchrl, evaluation rollouts) is the wrapper's, unchanged.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Bounded, Categorical
 from torchrl.envs import DeviceCastTransform, GymWrapper
 
 from gpurl.core.config import declare, key
@@ -28,6 +37,79 @@ class CPUGymWrapper(GymWrapper):
         if tensordict is not None:
             tensordict = tensordict.to("cpu")  # a no-op for a CPU tensordict
         return super()._reset(tensordict, **kwargs)
+
+
+class LeanGymEnv(ForeignEnv):
+    """A Gymnasium vector env whose lean path skips TorchRL: see the module docstring.
+    It takes this path for a Box observation and a Discrete or Box action on the CPU,
+    and ForeignEnv's otherwise."""
+
+    def __init__(self, wrapper: GymWrapper, vector, cast, max_episode_steps, collector):
+        super().__init__(wrapper, cast, max_episode_steps=max_episode_steps, collector=collector)
+        self.vector = vector
+        obs_spec = self.full_observation_spec
+        action_spec = self.full_action_spec[self.action_key]
+        self.direct = (
+            cast is None
+            and list(obs_spec.keys()) == ["observation"]
+            and isinstance(action_spec, Bounded | Categorical)
+        )
+        if self.direct:
+            b = self.batch_size
+            zeros = {
+                "observation": obs_spec["observation"].zero(),
+                "reward": self.full_reward_spec["reward"].zero(),
+                **{k: torch.zeros((*b, 1), dtype=torch.bool) for k in _FLAGS},
+            }
+            self._next = TensorDict(zeros, batch_size=b)
+            # two observations, used in turn: the collector reads the one it acted on
+            # after the step that fills the other
+            self._pair = [
+                TensorDict({"observation": obs_spec["observation"].zero()}, batch_size=b)
+                for _ in range(2)
+            ]
+            # numpy views of those tensors (shared memory): a step's arrays go in by
+            # np.copyto, several times cheaper than a torch copy_ on a few numbers each
+            nxt = self._next
+            self._next_views = [nxt.get(k).numpy() for k in ("observation", "reward", *_FLAGS)]
+            self._pair_views = [td.get("observation").numpy() for td in self._pair]
+            self._turn = 0
+
+    def lean_reset(self) -> TensorDictBase:
+        self._obs = super().lean_reset()  # TorchRL's reset: seeded as the wrapper is
+        if not self.direct:
+            return self._obs
+        self._turn = 0
+        first = self._pair[0]
+        first.get("observation").copy_(self._obs.get("observation"))
+        self._obs = first
+        return first
+
+    def lean_step(self, action: torch.Tensor) -> tuple[TensorDictBase, TensorDictBase]:
+        if not self.direct:
+            return super().lean_step(action)
+        if self._obs is None:  # after a resume: the envs start afresh
+            self.lean_reset()
+        if self.validate_actions:
+            self.check_action(action)
+        obs, reward, terminated, truncated, _ = self.vector.step(action.numpy())
+        done = terminated | truncated
+        next_obs, next_reward, *flags = self._next_views
+        np.copyto(next_obs, obs)
+        np.copyto(next_reward[:, 0], reward)
+        for view, flag in zip(flags, (terminated, truncated, done), strict=True):
+            np.copyto(view[:, 0], flag)
+        self._turn ^= 1
+        after = self._pair[self._turn]
+        if done.any():  # host numpy flags: no device is read
+            obs, _ = self.vector.reset(options={"reset_mask": done})
+        np.copyto(self._pair_views[self._turn], obs)
+        self._obs = after
+        nxt = self._next
+        return nxt, after
+
+
+_FLAGS = ("terminated", "truncated", "done")
 
 
 @declare(name="gym", num_envs=1, eval_envs=10)
@@ -71,4 +153,4 @@ def make_gym_env(
     # transform moves observations and rewards to the device and actions back.
     cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
     steps = gym.spec(env_id).max_episode_steps or 1000
-    return ForeignEnv(env, cast, max_episode_steps=steps, collector=collector)
+    return LeanGymEnv(env, vector, cast, steps, collector)

@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from gpurl.core import distributed
 from gpurl.core.compile import EAGER, CompileSpec
+from gpurl.core.config import plain_keys
 from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
 from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.compile import compile_policy, env_step
@@ -72,7 +73,8 @@ class Trainer:
                 "trainer.stop_at_return ends a run from rank 0's evaluation: launch it "
                 "without torchrun"
             )
-        self.cfg, self.env, self.eval_env, self.agent = cfg, env, eval_env, agent
+        # plain values: the loop reads keys every iteration (core/config.Keys)
+        self.cfg, self.env, self.eval_env, self.agent = plain_keys(cfg), env, eval_env, agent
         self.info, self.progress = info, progress
         self.run_dir, self.logger, self.meta = Path(run_dir), logger, meta or {}
         # what the collector acts with and steps: compiled as compile.policy / .env ask

@@ -60,5 +60,5 @@ class ReinforceAgent(OnPolicyAgent):
     def learn(self, batch: TensorDict) -> TensorDict:
         log_prob, _ = self.actor.evaluate(batch, batch.get("action"))
         loss = -(log_prob * batch.get("return")).mean()
-        clip_and_step(self.optimizer, self.actor.parameters(), loss, None)
+        clip_and_step(self.optimizer, loss, None)
         return TensorDict(loss=loss.detach())
