@@ -13,6 +13,9 @@
     # one's own env, agent or encoder: a callable or class (module-level), or a dotted path
     summary = api.train(env={"_target_": make_my_env, "num_envs": 16}, agent="dqn")
 
+    policy = api.load(summary["run_dir"])                  # the trained policy, greedy
+    action = policy(observation)                            # batched or not
+
 `config` composes exactly what `python -m gpurl.train` would from the same choices and
 overrides, so a run started here and one started on the command line with the same
 settings are the same run; it, `build` and `train` check the config against the schema
@@ -150,3 +153,13 @@ def _save_config(cfg: DictConfig, run_dir: Path) -> None:
     hydra_dir = run_dir / ".hydra"
     hydra_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, hydra_dir / "config.yaml")
+
+
+def load(run_dir: str | Path, checkpoint: str = "last", device: str = "cpu"):
+    """A run's trained policy (gpurl/trained.py): a module mapping an observation (a
+    tensor, or a mapping of the env's entries; batched or not) to the greedy action, or
+    the exploring one with policy(obs, greedy=False). No Hydra involved. `checkpoint`:
+    "last" or "best"."""
+    from gpurl.trained import TrainedPolicy
+
+    return TrainedPolicy(run_dir, checkpoint, device)

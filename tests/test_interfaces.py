@@ -24,6 +24,9 @@ LAYERS = [
     "trainers",
     "schema",
     "train",
+    "trained",
+    "eval",
+    "export",
     "api",
 ]
 # What each layer may import besides itself: core and errors are below everything.
@@ -38,7 +41,11 @@ ALLOWED = {
     # the config mechanism: the base configs of envs and agents, the agent kinds (checked
     # module by module below: no concrete env or agent)
     "schema": {"errors", "core", "utils", "envs", "agents"},
-    "train": set(LAYERS) - {"train", "api"},
+    "train": set(LAYERS) - {"train", "trained", "eval", "export", "api"},
+    # a trained run as a policy, its evaluation and export: on top of train's loader
+    "trained": set(LAYERS) - {"trained", "eval", "export", "api"},
+    "eval": set(LAYERS) - {"eval", "export", "api"},
+    "export": set(LAYERS) - {"eval", "export", "api"},
     "api": set(LAYERS) - {"api"},
 }
 

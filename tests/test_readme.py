@@ -102,3 +102,39 @@ def test_readme_quickstart_command_runs(tmp_path, command):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "summary.json" in out.stdout or "-m" in args
+
+
+def used_run_commands() -> list[list[str]]:
+    """The README's commands that use a finished run (eval, export, the exported
+    program), split as a shell would."""
+    block = README.read_text().split("A finished run, used", 1)[1].split("\n\n", 2)[1]
+    return [shlex.split(line.strip()) for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow  # a run, then three processes
+def test_readme_commands_that_use_a_finished_run_run(tmp_path):
+    """Train the default run (a tiny budget), then the README's eval, export and
+    exported-program lines on it, as written but for the run directory's name."""
+    commands = used_run_commands()
+    assert [c[:3] for c in commands[:2]] == [
+        ["python", "-m", "gpurl.eval"],
+        ["python", "-m", "gpurl.export"],
+    ]
+    assert commands[2][:2] == ["python", "examples/run_exported.py"]
+    first = subprocess.run(
+        [sys.executable, "-m", "gpurl.train", *tiny([], tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    example = commands[0][3]  # the README's example run directory
+    run_dir = str(tmp_path / "run")
+    for command in commands:
+        args = [a.replace(example, run_dir) for a in command[1:]]
+        out = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=ROOT
+        )
+        assert out.returncode == 0, (command, out.stderr[-2000:])
+    assert (tmp_path / "run" / "eval.json").is_file()
+    assert "gpurl imported: False" in out.stdout

@@ -1,0 +1,189 @@
+"""A trained run as a policy: load it, act with it, export it.
+
+    from gpurl import api
+    policy = api.load("runs/2026-11-26/10-00-00_dqn_cartpole_s0")   # its last checkpoint
+    action = policy(observation)          # a tensor (or a mapping of the env's entries),
+                                          # batched or not: the greedy action
+
+`TrainedPolicy` rebuilds the run's agent from its saved config (.hydra/config.yaml)
+and checkpoint, then acts greedily (the policy its evaluations act with) or, with
+greedy=False, as it explored while training. `export` writes it as a torch.export
+program (`.pt2`) that torch alone loads and runs, with no gpurl, TorchRL or TensorDict
+in that process (examples/run_exported.py), after checking that the program's actions
+equal the policy's on observations recorded from the env.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from torch import nn
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from gpurl.envs import make_env
+from gpurl.envs.info import env_info
+from gpurl.errors import ConfigError
+from gpurl.schema import check_config
+from gpurl.train import load_trained
+
+CHECKPOINTS = ("last", "best")
+
+
+def checkpoint_file(run_dir: str | Path, checkpoint: str = "last") -> Path:
+    """checkpoints/last.pt or checkpoints/best.pt of a run directory, or a one-line
+    ConfigError naming what is missing."""
+    run_dir = Path(run_dir)
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"checkpoint={checkpoint!r}: use one of {', '.join(CHECKPOINTS)}")
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} is not a directory: pass a gpurl run directory")
+    config = run_dir / ".hydra" / "config.yaml"
+    if not config.is_file():
+        raise ConfigError(f"{run_dir} holds no .hydra/config.yaml: pass a gpurl run directory")
+    try:
+        check_config(OmegaConf.load(config))
+    except ConfigError as err:
+        raise ConfigError(
+            f"{run_dir}'s config does not fit this gpurl (from another version?): {err}"
+        ) from None
+    path = run_dir / "checkpoints" / f"{checkpoint}.pt"
+    if not path.is_file():
+        more = " (trainer.save_best keeps one)" if checkpoint == "best" else ""
+        raise ConfigError(f"{run_dir} holds no checkpoints/{checkpoint}.pt{more}")
+    return path
+
+
+class TrainedPolicy(nn.Module):
+    """A run's policy: observations in, actions out (module docstring)."""
+
+    def __init__(self, run_dir: str | Path, checkpoint: str = "last", device="cpu"):
+        super().__init__()
+        self.run_dir = Path(run_dir)
+        self.checkpoint = checkpoint_file(run_dir, checkpoint)
+        self.cfg, agent = load_trained(self.checkpoint, device)
+        self.policy = agent.policy
+        self.frames = int(agent.progress.frame_count)
+        env = make_env(self.cfg.env, device=device, seed=int(self.cfg.seed), num_envs=1)
+        self.info = env_info(env)
+        self.in_keys = list(self.policy.in_keys)
+        self.action_key = self.info.action_key
+        # each entry's shape after the env's batch dims (a robot group's included)
+        spec = env.full_observation_spec
+        self.entry_shapes = {k: spec[k].shape[len(env.batch_size) :] for k in self.in_keys}
+        env.close()
+
+    def forward(self, obs, greedy: bool = True) -> torch.Tensor:
+        """The action for `obs`: a tensor (an env with one observation entry) or a
+        mapping of its entries, with or without leading batch dims."""
+        if not isinstance(obs, Mapping | TensorDict):
+            if len(self.in_keys) != 1:
+                raise ConfigError(
+                    f"this policy reads {len(self.in_keys)} entries ({self.in_keys}): pass a "
+                    f"mapping of them"
+                )
+            obs = {self.in_keys[0]: obs}
+        first = self.in_keys[0]
+        shape = tuple(self.entry_shapes[first])
+        tensor = torch.as_tensor(obs[first])
+        batch = tensor.shape[: tensor.dim() - len(shape)]
+        if tuple(tensor.shape[len(batch) :]) != shape:
+            raise ConfigError(
+                f"observation entry {first!r} has shape {tuple(tensor.shape)}; this policy "
+                f"takes {shape}, with or without leading batch dims"
+            )
+        single = len(batch) == 0
+        td = TensorDict(
+            {
+                k: torch.as_tensor(obs[k]).reshape(*(batch or (1,)), *self.entry_shapes[k])
+                for k in self.in_keys
+            },
+            batch_size=batch or (1,),
+        )
+        mode = ExplorationType.DETERMINISTIC if greedy else ExplorationType.RANDOM
+        with set_exploration_type(mode), torch.no_grad():
+            action = self.policy(td).get(self.action_key)
+        return action[0] if single else action
+
+
+class _Program(nn.Module):
+    """What export traces: the observation entries in, in_keys' order, the greedy action
+    out, over a batch of any size."""
+
+    def __init__(self, trained: TrainedPolicy):
+        super().__init__()
+        self.policy, self.in_keys = trained.policy, trained.in_keys
+        self.action_key = trained.action_key
+
+    def forward(self, *entries: torch.Tensor) -> torch.Tensor:
+        td = TensorDict(
+            dict(zip(self.in_keys, entries, strict=True)), batch_size=entries[0].shape[:1]
+        )
+        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+            return self.policy(td).get(self.action_key)
+
+
+def recorded_observations(trained: TrainedPolicy, count: int, seed: int = 0) -> list[torch.Tensor]:
+    """`count` observations (each entry, stacked [count, ...]) of envs of the run's kind
+    played by its greedy policy: a rollout of ceil(count / 16) steps in 16 envs."""
+    envs = 16
+    env = make_env(trained.cfg.env, device="cpu", seed=seed + 20_000, num_envs=envs)
+    steps = -(-count // envs)
+    with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+        rollout = env.rollout(steps, trained.policy, break_when_any_done=False)
+    env.close()
+    rollout = rollout.reshape(-1)[:count]
+    return [rollout.get(k) for k in trained.in_keys]
+
+
+def export(trained: TrainedPolicy, out: str | Path, observations: int = 1000) -> dict:
+    """Write the greedy policy as a torch.export program to `out` (.pt2) and a JSON of
+    its inputs beside it, after checking the program's actions equal the policy's on
+    `observations` recorded observations. Returns that JSON's content."""
+    out = Path(out)
+    program = _Program(trained)
+    entries = recorded_observations(trained, observations)
+    batch = torch.export.Dim("batch", min=1)
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(
+                program, tuple(entries), dynamic_shapes=(tuple({0: batch} for _ in entries),)
+            )
+    except Exception as err:  # torch.export names the op or construct it could not trace
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"the policy of {trained.run_dir} does not export: {reason}") from None
+    with torch.no_grad():
+        expected, got = program(*entries), exported.module()(*entries)
+    if not torch.equal(expected, got):
+        differ = int((expected != got).reshape(len(expected), -1).any(-1).sum())
+        raise ConfigError(
+            f"the exported policy differs from the run's on {differ} of {len(expected)} "
+            f"recorded observations: not written"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.export.save(exported, out)
+    meta = {
+        "program": out.name,
+        "run_dir": str(trained.run_dir),
+        "checkpoint": trained.checkpoint.name,
+        "frames": trained.frames,
+        "inputs": [
+            {
+                "key": k if isinstance(k, str) else list(k),
+                "shape": list(e.shape[1:]),
+                "dtype": str(e.dtype).removeprefix("torch."),
+            }
+            for k, e in zip(trained.in_keys, entries, strict=True)
+        ],
+        "action": {
+            "shape": list(expected.shape[1:]),
+            "dtype": str(expected.dtype).removeprefix("torch."),
+        },
+        "checked_observations": len(expected),
+    }
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta

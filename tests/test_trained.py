@@ -1,0 +1,120 @@
+"""A trained run, used: gpurl.api.load as a policy, `python -m gpurl.eval` and
+`python -m gpurl.export` (gpurl/trained.py), and the exported program run by torch
+alone (examples/run_exported.py)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gpurl import api
+from gpurl import eval as gpurl_eval
+from gpurl import export as gpurl_export
+from gpurl.errors import ConfigError
+from gpurl.trained import TrainedPolicy, export
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "trainer.total_frames=256",
+    "trainer.init_random_frames=64",
+    "trainer.eval_interval=256",
+    "trainer.batch_size=16",
+    "agent.hidden=[16,16]",
+    "env.eval_envs=2",
+    "logger=none",
+    "trainer.progress=false",
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A finished DQN run on CartPole (a tiny budget: what is tested is the plumbing)."""
+    from tests.conftest import train_run_dir
+
+    run_dir = tmp_path_factory.mktemp("trained") / "run"
+    run_dir.mkdir()
+    *_, summary = train_run_dir(run_dir, TINY)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    return run_dir
+
+
+def test_load_acts_on_tensors_and_mappings_batched_or_not(run):
+    policy = api.load(run)
+    assert policy.frames == 256
+    obs = torch.randn(5, 4)
+    batched = policy(obs)
+    assert batched.shape == (5,) and batched.dtype == torch.int64
+    assert torch.equal(policy(obs), batched)  # greedy: the same actions again
+    assert policy(obs[2]).shape == () and policy(obs[2]) == batched[2]
+    assert torch.equal(policy({"observation": obs}), batched)
+    assert policy(obs.reshape(5, 1, 4)).shape == (5, 1)  # any leading dims
+    with pytest.raises(ConfigError, match=r"has shape \(3,\); this policy takes \(4,\)"):
+        policy(torch.randn(3))
+
+
+def test_eval_writes_eval_json_and_prints_a_table(run, capsys):
+    assert gpurl_eval.main([str(run), "--episodes", "3", "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    record = json.loads((run / "eval.json").read_text())
+    assert record["eval_envs"] == 3 and record["seed"] == 5 and record["frames"] == 256
+    assert "return" in record["metrics"] and "  return  " in out
+    # the run's own seed again: the run's last evaluation, on its last checkpoint
+    summary = json.loads((run / "summary.json").read_text())
+    again = gpurl_eval.evaluate(run)
+    assert again["metrics"]["return"] == pytest.approx(summary["eval_return"])
+
+
+def test_bad_run_directories_give_one_line(run, tmp_path, capsys):
+    cases = {"missing": tmp_path / "nowhere", "no config": tmp_path}
+    old = tmp_path / "old"
+    (old / ".hydra").mkdir(parents=True)
+    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
+    cfg.agent.removed_key = 1  # a key this gpurl does not have
+    OmegaConf.save(cfg, old / ".hydra" / "config.yaml")
+    cases["another version"] = old
+    for label, path in cases.items():
+        assert gpurl_eval.main([str(path)]) == 2, label
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("gpurl: error: "), (label, err)
+    assert "from another version" in err[0]
+    assert gpurl_eval.main([str(run), "--checkpoint", "best"]) == 2
+    assert "no checkpoints/best.pt" in capsys.readouterr().err
+    bad = tmp_path / "corrupt"
+    (bad / ".hydra").mkdir(parents=True)
+    (bad / ".hydra" / "config.yaml").write_text((run / ".hydra" / "config.yaml").read_text())
+    (bad / "checkpoints").mkdir()
+    (bad / "checkpoints" / "last.pt").write_bytes(b"not a checkpoint")
+    assert gpurl_eval.main([str(bad)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_export_checks_equal_actions_and_writes_the_program(run, tmp_path):
+    meta = export(TrainedPolicy(run), tmp_path / "policy.pt2", observations=1000)
+    assert meta["checked_observations"] == 1000
+    assert meta["inputs"] == [{"key": "observation", "shape": [4], "dtype": "float32"}]
+    program = torch.export.load(tmp_path / "policy.pt2").module()
+    obs = torch.randn(7, 4)
+    assert torch.equal(program(obs), api.load(run)(obs))
+
+
+@pytest.mark.slow  # processes: about 15 s
+def test_the_exported_program_runs_without_gpurl(run, tmp_path):
+    out = tmp_path / "export" / "policy.pt2"
+    assert gpurl_export.main([str(run), "--out", str(out)]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = ROOT / "examples" / "run_exported.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "gpurl imported: False" in done.stdout
