@@ -2,6 +2,7 @@
 
     python -m gpurl.eval runs/2026-11-26/10-00-00_dqn_cartpole_s0
     python -m gpurl.eval RUN_DIR --episodes 100 --seed 7 --checkpoint last
+    python -m gpurl.eval RUN_DIR --video            # and RUN_DIR/video/episode.mp4 (--gif)
 
 It rebuilds the run's env and agent from its saved config and checkpoint, then runs the
 env's own evaluation protocol greedily, as the run's evaluations did (MarineNav's fixed
@@ -9,6 +10,8 @@ scenario set, packing's fixed episodes, held-out pixel worlds; elsewhere one gre
 episode in each of `--episodes` env copies), on evaluation envs of `--seed` (default:
 the run's own, so the first evaluation matches the run's last one on the same
 checkpoint). It prints the metrics as a table and writes them to RUN_DIR/eval.json.
+With --video it also records one greedy episode of an evaluation env (its first copy)
+as RUN_DIR/video/episode.mp4, or episode.gif with --gif, for envs that draw frames.
 A mistake (no such run, a damaged checkpoint, a run of another gpurl version) stops
 with one line and exit status 2.
 """
@@ -25,6 +28,7 @@ from gpurl.envs import make_eval_env
 from gpurl.errors import ConfigError
 from gpurl.trained import CHECKPOINTS, TrainedPolicy
 from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.trainers.video import record_episode, write_video
 from gpurl.utils.provenance import environment_record, gpurl_commit
 
 
@@ -34,9 +38,11 @@ def evaluate(
     seed: int | None = None,
     checkpoint: str = "last",
     device: str = "cpu",
+    video: str | Path | None = None,
 ) -> dict:
     """The run's evaluation metrics on fresh evaluation envs, as a record (also what
-    eval.json holds)."""
+    eval.json holds); with `video` (a .mp4 or .gif path), one greedy episode recorded
+    there first."""
     started = time.perf_counter()
     trained = TrainedPolicy(run_dir, checkpoint, device)
     env_cfg = dict(trained.cfg.env)
@@ -46,6 +52,10 @@ def evaluate(
         env_cfg["eval_envs"] = int(episodes)
     seed = int(trained.cfg.seed) if seed is None else int(seed)
     env = make_eval_env(env_cfg, device=device, seed=seed)
+    recorded = None
+    if video is not None:  # first: an env without a renderer stops before the evaluation
+        frames = record_episode(env, trained.policy, env.max_episode_steps, env_cfg.get("name"))
+        recorded = {"path": str(write_video(frames, video)), "frames": len(frames)}
     metrics = evaluate_protocol(env, trained.policy)
     env.close()
     return {
@@ -57,6 +67,7 @@ def evaluate(
         "seed": seed,
         "eval_envs": int(env_cfg["eval_envs"]),
         "metrics": metrics,
+        "video": recorded,
         "eval_s": round(time.perf_counter() - started, 2),
         "commit": gpurl_commit(),
         **environment_record(device),
@@ -92,15 +103,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--checkpoint", default="last", choices=CHECKPOINTS)
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--video", action="store_true", help="record one greedy episode: RUN_DIR/video/episode.mp4"
+    )
+    p.add_argument("--gif", action="store_true", help="with --video: a GIF instead of an MP4")
     args = p.parse_args(argv)
+    video = None
+    if args.video:
+        video = Path(args.run_dir) / "video" / ("episode.gif" if args.gif else "episode.mp4")
     try:
-        record = evaluate(args.run_dir, args.episodes, args.seed, args.checkpoint, args.device)
+        record = evaluate(
+            args.run_dir, args.episodes, args.seed, args.checkpoint, args.device, video
+        )
     except ConfigError as err:
         print(f"gpurl: error: {err}", file=sys.stderr)
         return 2
     out = Path(args.run_dir) / "eval.json"
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(table(record))
+    if record["video"]:
+        print(f"video: {record['video']['path']} ({record['video']['frames']} frames)")
     print(out)
     return 0
 

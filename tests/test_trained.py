@@ -118,3 +118,57 @@ def test_the_exported_program_runs_without_gpurl(run, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "gpurl imported: False" in done.stdout
+
+
+def test_eval_records_a_greedy_episode_as_video(run, capsys):
+    """The video holds the episode's frames (its start and each state reached) at the
+    env's frame size, as MP4 and as GIF."""
+    iio = pytest.importorskip("imageio.v3")
+    from gpurl.envs.cartpole import CartPoleEnv
+
+    assert gpurl_eval.main([str(run), "--episodes", "2", "--video"]) == 0
+    record = json.loads((run / "eval.json").read_text())
+    frames = iio.imread(record["video"]["path"])
+    assert frames.shape == (record["video"]["frames"], *CartPoleEnv.FRAME, 3)
+    assert 2 <= len(frames) <= CartPoleEnv.max_episode_steps + 1
+    assert gpurl_eval.main([str(run), "--episodes", "2", "--video", "--gif"]) == 0
+    gif = iio.imread(run / "video" / "episode.gif")
+    assert gif.shape[0] == json.loads((run / "eval.json").read_text())["video"]["frames"]
+    assert gif.shape[1:3] == CartPoleEnv.FRAME
+
+
+def test_an_env_that_draws_nothing_has_no_video():
+    from gpurl.envs.gym import make_gym_env
+    from gpurl.trainers.video import record_episode
+
+    pytest.importorskip("gymnasium")
+    env = make_gym_env("CartPole-v1", 1)
+    with pytest.raises(ConfigError, match="env=gym draws no frames") as err:
+        record_episode(env, lambda td: td, 10, "gym")
+    assert "\n" not in str(err.value)
+
+
+def test_native_frames_follow_the_state():
+    """CartPole's cart is drawn where x puts it; Pendulum's rod points where theta does."""
+    from gpurl.envs.cartpole import CartPoleEnv
+    from gpurl.envs.pendulum import PendulumEnv
+
+    env = CartPoleEnv(num_envs=2)
+    env.reset()
+    state = env.env_state.state.clone()
+    state[:, 0] = torch.tensor([-1.0, 1.0])  # left and right of the centre
+    state[:, 2] = 0.0
+    env.env_state = env.env_state._replace(state=state)
+    frames = env.render_frames()
+    black = (frames == 0).all(-1)  # the cart (and the track line)
+    row = black[:, int(CartPoleEnv.FRAME[0] * 0.7) - 5]  # above the track: the cart only
+    cols = [torch.nonzero(r).float().mean().item() for r in row]
+    width = CartPoleEnv.FRAME[1]
+    assert cols[0] == pytest.approx(width / 2 - width / 4.8, abs=1.5)
+    assert cols[1] == pytest.approx(width / 2 + width / 4.8, abs=1.5)
+    pend = PendulumEnv(num_envs=1)
+    pend.reset()
+    pend.env_state = pend.env_state._replace(state=torch.tensor([[0.0, 0.0]]))
+    red = (pend.render_frames()[0] == torch.tensor([204, 77, 77], dtype=torch.uint8)).all(-1)
+    rows = torch.nonzero(red)[:, 0]
+    assert rows.float().mean() < PendulumEnv.FRAME[0] / 2  # upright: above the pivot

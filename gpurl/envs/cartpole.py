@@ -15,6 +15,7 @@ from torchrl.data import Categorical, Unbounded
 
 from gpurl.core.config import declare
 from gpurl.core.registry import register
+from gpurl.envs import draw
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 
@@ -162,6 +163,22 @@ class CartPoleEnv(state_attributes(CartPoleState), NativeEnv):
                 steps.to(torch.int64),
             ),
         )
+
+    # frames as Gymnasium draws CartPole, at half its size: the track 4.8 m wide
+    FRAME = (208, 320)  # height, width: multiples of 16, as video encoders like
+
+    def render_frames(self) -> torch.Tensor:
+        height, width = self.FRAME
+        scale = width / (2 * X_LIMIT)
+        x, theta = self.env_state.state[:, 0], self.env_state.state[:, 2]
+        cart_x, cart_y = x * scale + width / 2, height * 0.7
+        pole = 2 * HALF_LENGTH * scale
+        frames = draw.canvas(len(x), height, width, (255, 255, 255), self.device)
+        frames = draw.boxes(frames, width / 2, cart_y, width, 0.5, (0, 0, 0))  # the track
+        frames = draw.boxes(frames, cart_x, cart_y, 12.5, 7.5, (0, 0, 0))
+        tip_x, tip_y = cart_x + pole * torch.sin(theta), cart_y - pole * torch.cos(theta)
+        frames = draw.segments(frames, cart_x, cart_y, tip_x, tip_y, 2.5, (202, 152, 101))
+        return draw.discs(frames, cart_x, cart_y, 2.5, (129, 132, 203))
 
 
 def _cartpole_core(work, action, noise, force_reset=False):

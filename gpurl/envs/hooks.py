@@ -28,6 +28,8 @@ directly and never probe an env for what it might have.
     read_stats()                  the trainer, at each log: the env's own statistics
     env_state_dict() /            checkpoints: what exact resume needs beyond the
     load_env_state_dict(state)    agent and the replay
+    render_frames()               video (python -m gpurl.eval --video): RGB frames of
+                                  every env's current state, or None (draws none)
 """
 
 from __future__ import annotations
@@ -90,6 +92,11 @@ class EnvHooks:
 
     def read_stats(self) -> dict[str, float] | None:
         """The env's own statistics since the last call (one host read), or None."""
+        return None
+
+    def render_frames(self) -> torch.Tensor | None:
+        """RGB frames of every env's current state, uint8 [*batch, H, W, 3] on the env's
+        device, drawn from its state (gpurl/envs/draw.py); None: the env draws none."""
         return None
 
     def env_state_dict(self) -> dict:

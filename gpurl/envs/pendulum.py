@@ -15,6 +15,7 @@ from torchrl.data import Bounded, Unbounded
 
 from gpurl.core.config import declare
 from gpurl.core.registry import register
+from gpurl.envs import draw
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 
@@ -101,6 +102,18 @@ class PendulumEnv(state_attributes(PendulumState), NativeEnv):
             observe=lambda state, steps: {"observation": pendulum_observation(state)},
             pack=PendulumState,
         )
+
+    FRAME = (192, 192)  # height, width: multiples of 16, as video encoders like
+
+    def render_frames(self) -> torch.Tensor:
+        """Gymnasium's Pendulum picture: the rod from the pivot, theta 0 pointing up."""
+        height, width = self.FRAME
+        theta = self.env_state.state[:, 0]
+        rod = 0.4 * width
+        frames = draw.canvas(len(theta), height, width, (255, 255, 255), self.device)
+        tip_x, tip_y = width / 2 + rod * torch.sin(theta), height / 2 - rod * torch.cos(theta)
+        frames = draw.segments(frames, width / 2, height / 2, tip_x, tip_y, 8.0, (204, 77, 77))
+        return draw.discs(frames, width / 2, height / 2, 3.0, (0, 0, 0))
 
 
 def _pendulum_core(work, torque, noise, force_reset=False):

@@ -1,0 +1,60 @@
+"""Drawing on the device: RGB frames [B, H, W, 3] (uint8) of a batch of envs, each shape
+filled where a pixel's centre falls inside it, for every env at once (a coordinate grid
+against per-env positions [B], no loop over envs). The native envs' `render_frames`
+draw with these."""
+
+from __future__ import annotations
+
+import torch
+
+Color = tuple[int, int, int]
+
+
+def canvas(batch: int, height: int, width: int, color: Color, device) -> torch.Tensor:
+    """Frames [batch, height, width, 3] of one colour."""
+    frame = torch.tensor(color, dtype=torch.uint8, device=device)
+    return frame.expand(batch, height, width, 3).clone()
+
+
+def _grid(frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixel-centre coordinates x [1, 1, W] and y [1, H, 1] (y grows downwards)."""
+    _, h, w, _ = frames.shape
+    x = torch.arange(w, device=frames.device, dtype=torch.float32).view(1, 1, w) + 0.5
+    y = torch.arange(h, device=frames.device, dtype=torch.float32).view(1, h, 1) + 0.5
+    return x, y
+
+
+def _paint(frames: torch.Tensor, inside: torch.Tensor, color: Color) -> torch.Tensor:
+    fill = torch.tensor(color, dtype=torch.uint8, device=frames.device)
+    return torch.where(inside.unsqueeze(-1), fill, frames)
+
+
+def _column(v, device) -> torch.Tensor:
+    """A per-env value [B] (or a number) as [B, 1, 1] for the grid."""
+    return torch.as_tensor(v, dtype=torch.float32, device=device).reshape(-1, 1, 1)
+
+
+def boxes(frames, cx, cy, half_w, half_h, color: Color) -> torch.Tensor:
+    """Axis-aligned boxes centred at (cx, cy) [B] pixels."""
+    x, y = _grid(frames)
+    cx, cy = _column(cx, x.device), _column(cy, x.device)
+    inside = ((x - cx).abs() <= half_w) & ((y - cy).abs() <= half_h)
+    return _paint(frames, inside, color)
+
+
+def discs(frames, cx, cy, radius: float, color: Color) -> torch.Tensor:
+    """Discs centred at (cx, cy) [B] pixels."""
+    x, y = _grid(frames)
+    cx, cy = _column(cx, x.device), _column(cy, x.device)
+    inside = (x - cx).square() + (y - cy).square() <= radius**2
+    return _paint(frames, inside, color)
+
+
+def segments(frames, x0, y0, x1, y1, radius: float, color: Color) -> torch.Tensor:
+    """Thick segments (capsules of `radius`) from (x0, y0) to (x1, y1) [B] pixels."""
+    x, y = _grid(frames)
+    ax, ay, bx, by = (_column(v, x.device) for v in (x0, y0, x1, y1))
+    dx, dy = bx - ax, by - ay
+    t = (((x - ax) * dx + (y - ay) * dy) / (dx.square() + dy.square()).clamp(min=1e-9)).clamp(0, 1)
+    inside = (x - ax - t * dx).square() + (y - ay - t * dy).square() <= radius**2
+    return _paint(frames, inside, color)
