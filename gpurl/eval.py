@@ -8,9 +8,9 @@ It rebuilds the run's env and agent from its saved config and checkpoint, then r
 env's own evaluation protocol greedily, as the run's evaluations did (MarineNav's fixed
 scenario set, packing's fixed episodes, held-out pixel worlds; elsewhere one greedy
 episode in each of `--episodes` env copies), on evaluation envs of `--seed` (default:
-the run's own, so the first evaluation matches the run's last one on the same
-checkpoint). It prints the metrics as a table and writes them to RUN_DIR/eval.json.
-With --video it also records one greedy episode of an evaluation env (its first copy)
+the run's own: its envs are built as the run's were, so the episodes are those of the
+run's first evaluation). It prints the metrics as a table and writes them to RUN_DIR/eval.json.
+With --video it then records one greedy episode of an evaluation env (its first copy)
 as RUN_DIR/video/episode.mp4, or episode.gif with --gif, for envs that draw frames.
 A mistake (no such run, a damaged checkpoint, a run of another gpurl version) stops
 with one line and exit status 2.
@@ -52,11 +52,11 @@ def evaluate(
         env_cfg["eval_envs"] = int(episodes)
     seed = int(trained.cfg.seed) if seed is None else int(seed)
     env = make_eval_env(env_cfg, device=device, seed=seed)
+    metrics = evaluate_protocol(env, trained.policy)
     recorded = None
-    if video is not None:  # first: an env without a renderer stops before the evaluation
+    if video is not None:  # after: the evaluation's episodes stay the run's own
         frames = record_episode(env, trained.policy, env.max_episode_steps, env_cfg.get("name"))
         recorded = {"path": str(write_video(frames, video)), "frames": len(frames)}
-    metrics = evaluate_protocol(env, trained.policy)
     env.close()
     return {
         "run_dir": str(trained.run_dir),

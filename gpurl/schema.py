@@ -130,6 +130,11 @@ class Trainer(Schema):
     save_replay: bool = key(
         True, "keep the replay in checkpoints (exact resume); false for huge buffers"
     )
+    save_best: bool = key(
+        False,
+        "also keep checkpoints/best.pt (with its checksum): the agent at the evaluation "
+        "of the highest greedy return so far (python -m gpurl.eval --checkpoint best)",
+    )
     rollout_steps: int = key(
         128,
         "T: steps per env per rollout (rollout_steps x env.num_envs frames)",

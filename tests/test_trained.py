@@ -63,7 +63,8 @@ def test_eval_writes_eval_json_and_prints_a_table(run, capsys):
     record = json.loads((run / "eval.json").read_text())
     assert record["eval_envs"] == 3 and record["seed"] == 5 and record["frames"] == 256
     assert "return" in record["metrics"] and "  return  " in out
-    # the run's own seed again: the run's last evaluation, on its last checkpoint
+    # the run's own seed again: its evaluation envs are built as the run's were, so on
+    # the run's one evaluation's checkpoint the episodes and the return are the same
     summary = json.loads((run / "summary.json").read_text())
     again = gpurl_eval.evaluate(run)
     assert again["metrics"]["return"] == pytest.approx(summary["eval_return"])
@@ -172,3 +173,23 @@ def test_native_frames_follow_the_state():
     red = (pend.render_frames()[0] == torch.tensor([204, 77, 77], dtype=torch.uint8)).all(-1)
     rows = torch.nonzero(red)[:, 0]
     assert rows.float().mean() < PendulumEnv.FRAME[0] / 2  # upright: above the pivot
+
+
+def test_save_best_keeps_the_best_evaluations_agent(tmp_path):
+    """trainer.save_best: best.pt holds the agent of the evaluation with the highest
+    return, which gpurl.eval --checkpoint best evaluates to that return again."""
+    from tests.conftest import train_run_dir
+
+    over = [o for o in TINY if not o.startswith(("trainer.eval_interval", "trainer.total"))]
+    over += ["trainer.total_frames=512", "trainer.eval_interval=64", "trainer.save_best=true"]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    *_, summary = train_run_dir(run_dir, over)
+    history = summary["eval_history"]
+    best_frames, best = max(history, key=lambda fr: (fr[1], -fr[0]))  # the first of the best
+    assert summary["best_checkpoint"] == str(run_dir / "checkpoints" / "best.pt")
+    assert (run_dir / "checkpoints" / "best.pt.sha256").is_file()
+    saved = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
+    assert (saved["frames"], saved["eval_return"]) == (best_frames, best)
+    record = gpurl_eval.evaluate(run_dir, checkpoint="best")
+    assert record["checkpoint"] == "best.pt" and record["frames"] == best_frames

@@ -99,6 +99,12 @@ class Trainer:
         self.train_history: list[tuple[int, float]] = []
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
+        self.best_path = self.run_dir / "checkpoints" / "best.pt"
+        if cfg.get("save_best") and self.runs.many:
+            raise ConfigError(
+                "trainer.save_best keeps one run's best checkpoint: drop it, or "
+                "trainer.num_seeds (each seed's run then keeps its own)"
+            )
         # (file, frames) of the newest checkpoint known good: written or resumed from
         self.last_checkpoint: tuple[Path, int] | None = None
         self.checked_frames = 0  # frames at the last finite check that passed
@@ -149,6 +155,8 @@ class Trainer:
                 self.wall_time = time.perf_counter() - start  # eval_log's wall_s
                 if self.rank == 0:
                     ret = self.evaluate()
+                    if t.get("save_best"):
+                        self.save_best(ret)
                     postfix["eval"] = f"{ret:.1f}"
                     bar.set_postfix(postfix, refresh=False)
                     solved = self.reached(t.get("stop_at_return"))
@@ -351,6 +359,28 @@ class Trainer:
         self.last_checkpoint = (path, self.frames)
         return path
 
+    def save_best(self, ret: float) -> Path | None:
+        """checkpoints/best.pt when the newest evaluation's return beats every earlier
+        one: the agent and the progress record (what gpurl.eval and gpurl.export load),
+        written as checkpoints are, with its checksum."""
+        earlier = [r for _, r in self.eval_history[:-1]]
+        if earlier and not ret > max(earlier):
+            return None
+        state = {
+            "frames": self.frames,
+            "eval_return": ret,
+            "agent": self.agent.state(),
+            "progress": self.progress.state_dict(),
+            "meta": self.meta,
+        }
+        try:
+            return save_checkpoint(state, self.best_path)
+        except (OSError, RuntimeError) as err:
+            raise CheckpointWriteError(
+                f"could not write {self.best_path} at frames {self.frames} ({err}): stopped; "
+                f"{self._last_good()}"
+            ) from err
+
     def resume(self, path) -> None:
         """Continue from a checkpoint. Under torchrun every rank reads rank 0's file: the
         networks, optimizers, counters and replay; ranks > 0 keep their own envs, noise
@@ -424,6 +454,7 @@ class Trainer:
             "stopped_at_return": self.reached(self.cfg.get("stop_at_return")),
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
+            "best_checkpoint": str(self.best_path) if self.best_path.is_file() else None,
             "learning_curve": str(curve),
         }
 
