@@ -193,3 +193,14 @@ def test_save_best_keeps_the_best_evaluations_agent(tmp_path):
     assert (saved["frames"], saved["eval_return"]) == (best_frames, best)
     record = gpurl_eval.evaluate(run_dir, checkpoint="best")
     assert record["checkpoint"] == "best.pt" and record["frames"] == best_frames
+
+
+def test_pixel_frames_are_the_observation_in_colour():
+    from gpurl.envs.pixels import PixelsEnv
+
+    env = PixelsEnv(num_envs=2, stack_k=2, num_worlds=3)
+    newest = env.reset()["pixels"][:, -1].long()  # [2, 72, 80] shades 0..3
+    frames = env.render_frames()
+    assert frames.shape == (2, 144, 160, 3) and frames.dtype == torch.uint8
+    palette = torch.tensor(PixelsEnv.PALETTE, dtype=torch.uint8)
+    assert torch.equal(frames[:, ::2, ::2], palette[newest])

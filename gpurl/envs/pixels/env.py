@@ -365,6 +365,17 @@ class PixelsEnv(state_attributes(PixelsState), NativeEnv):
             reached=self._entries(frames, dist, first),
         )
 
+    # the classic Game Boy greens, lightest (shade 0) to darkest (shade 3)
+    PALETTE = ((224, 248, 208), (136, 192, 112), (52, 104, 86), (8, 24, 32))
+    SCALE = 2  # 72 x 80 frames drawn at 144 x 160
+
+    def render_frames(self) -> torch.Tensor:
+        """The newest frame of each env's stack, its four shades in Game Boy greens."""
+        shades = self._observation()["pixels"][:, -1].long()  # [B, 72, 80], oldest first
+        palette = torch.tensor(self.PALETTE, dtype=torch.uint8, device=shades.device)
+        big = shades.repeat_interleave(self.SCALE, -2).repeat_interleave(self.SCALE, -1)
+        return palette[big]
+
     def _observation(self) -> dict:
         s = self.env_state
         frames = stack_observation(s.stack, self.cache["frame"], self.restore)
