@@ -204,3 +204,24 @@ def test_pixel_frames_are_the_observation_in_colour():
     assert frames.shape == (2, 144, 160, 3) and frames.dtype == torch.uint8
     palette = torch.tensor(PixelsEnv.PALETTE, dtype=torch.uint8)
     assert torch.equal(frames[:, ::2, ::2], palette[newest])
+
+
+@pytest.mark.parametrize("name", ["cartpole", "pendulum", "pixels", "packing", "marinenav"])
+def test_every_native_env_family_draws_frames(name):
+    """uint8 RGB frames [B, H, W, 3], H and W multiples of 16 (video encoders' blocks),
+    not one colour (something is drawn), the same size after steps."""
+    from tests.envs.test_native_shell import CASES
+
+    from gpurl.envs import make_env
+
+    cfg, _, _ = CASES[name]
+    env = make_env({"name": name, **cfg}, num_envs=2, seed=0)
+    td = env.reset()
+    first = env.render_frames()
+    assert first.dtype == torch.uint8 and first.shape[0] == 2 and first.shape[-1] == 3
+    assert first.shape[1] % 16 == 0 and first.shape[2] % 16 == 0
+    assert len(torch.unique(first.reshape(-1, 3), dim=0)) > 1
+    for _ in range(3):
+        td = env.rand_step(td)
+        td = td.get("next").exclude("reward", "done", "terminated", "truncated")
+    assert env.render_frames().shape == first.shape

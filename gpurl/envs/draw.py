@@ -1,7 +1,8 @@
 """Drawing on the device: RGB frames [B, H, W, 3] (uint8) of a batch of envs, each shape
 filled where a pixel's centre falls inside it, for every env at once (a coordinate grid
-against per-env positions [B], no loop over envs). The native envs' `render_frames`
-draw with these."""
+against per-env positions [B], no loop over envs). Positions, sizes and colours are a
+number (or a tuple) for all envs or a tensor [B] (colours [B, 3]) per env; a size of 0
+draws nothing. The native envs' `render_frames` draw with these."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ def _grid(frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def _paint(frames: torch.Tensor, inside: torch.Tensor, color: Color) -> torch.Tensor:
-    fill = torch.tensor(color, dtype=torch.uint8, device=frames.device)
+def _paint(frames: torch.Tensor, inside: torch.Tensor, color) -> torch.Tensor:
+    fill = torch.as_tensor(color, device=frames.device).to(torch.uint8)
+    if fill.dim() == 2:  # a colour per env [B, 3]
+        fill = fill.view(-1, 1, 1, 3)
     return torch.where(inside.unsqueeze(-1), fill, frames)
 
 
@@ -34,27 +37,30 @@ def _column(v, device) -> torch.Tensor:
     return torch.as_tensor(v, dtype=torch.float32, device=device).reshape(-1, 1, 1)
 
 
-def boxes(frames, cx, cy, half_w, half_h, color: Color) -> torch.Tensor:
+def boxes(frames, cx, cy, half_w, half_h, color) -> torch.Tensor:
     """Axis-aligned boxes centred at (cx, cy) [B] pixels."""
     x, y = _grid(frames)
     cx, cy = _column(cx, x.device), _column(cy, x.device)
-    inside = ((x - cx).abs() <= half_w) & ((y - cy).abs() <= half_h)
+    half_w, half_h = _column(half_w, x.device), _column(half_h, x.device)
+    inside = ((x - cx).abs() <= half_w) & ((y - cy).abs() <= half_h) & (half_w > 0)
     return _paint(frames, inside, color)
 
 
-def discs(frames, cx, cy, radius: float, color: Color) -> torch.Tensor:
+def discs(frames, cx, cy, radius, color) -> torch.Tensor:
     """Discs centred at (cx, cy) [B] pixels."""
     x, y = _grid(frames)
-    cx, cy = _column(cx, x.device), _column(cy, x.device)
-    inside = (x - cx).square() + (y - cy).square() <= radius**2
+    cx, cy, radius = (_column(v, x.device) for v in (cx, cy, radius))
+    inside = ((x - cx).square() + (y - cy).square() <= radius.square()) & (radius > 0)
     return _paint(frames, inside, color)
 
 
-def segments(frames, x0, y0, x1, y1, radius: float, color: Color) -> torch.Tensor:
+def segments(frames, x0, y0, x1, y1, radius, color) -> torch.Tensor:
     """Thick segments (capsules of `radius`) from (x0, y0) to (x1, y1) [B] pixels."""
     x, y = _grid(frames)
     ax, ay, bx, by = (_column(v, x.device) for v in (x0, y0, x1, y1))
     dx, dy = bx - ax, by - ay
     t = (((x - ax) * dx + (y - ay) * dy) / (dx.square() + dy.square()).clamp(min=1e-9)).clamp(0, 1)
-    inside = (x - ax - t * dx).square() + (y - ay - t * dy).square() <= radius**2
+    radius = _column(radius, x.device)
+    inside = (x - ax - t * dx).square() + (y - ay - t * dy).square() <= radius.square()
+    inside = inside & (radius > 0)
     return _paint(frames, inside, color)

@@ -31,6 +31,7 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
+from gpurl.envs import draw
 from gpurl.envs.base import GroupResult, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 from gpurl.envs.marinenav import dynamics as dyn
@@ -53,7 +54,7 @@ from gpurl.envs.marinenav.perception import (
     vonmises_quantile_table,
 )
 from gpurl.envs.marinenav.reward import colregs_planes, step_reward
-from gpurl.envs.marinenav.scenario import sample_scenarios
+from gpurl.envs.marinenav.scenario import WORLD_SIZE, sample_scenarios
 from gpurl.envs.marinenav.state import (
     MarineNavState,
     empty_state,
@@ -635,6 +636,53 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
                 self.max_robots, self.max_obstacles, self.num_cores, curriculum=self.curriculum
             )
         return protocol_metrics(run_episodes(self, policy, self._eval_scenarios))
+
+    FRAME = 256  # pixels a side of the 55 m square: a multiple of 16, as video likes
+    # robot slots' colours; a robot that collided is drawn red, one that arrived green
+    ROBOT_COLOURS = ((31, 119, 180), (255, 127, 14), (148, 103, 189), (140, 86, 75), (23, 190, 207))
+
+    def render_frames(self) -> torch.Tensor:
+        """The area from above: the water's speed in blues (darker where the current is
+        stronger), obstacles grey, each robot a disc with its heading and its goal a
+        square in its colour."""
+        s, size = self.env_state, self.FRAME
+        scale = size / WORLD_SIZE
+        centres = (torch.arange(size, device=self.device, dtype=torch.float32) + 0.5) / scale
+        gx = centres.view(1, 1, size).expand(len(s.x), size, size).reshape(len(s.x), -1)
+        gy = (WORLD_SIZE - centres).view(1, size, 1).expand(len(s.x), size, size)
+        vx, vy = rankine_velocity(gx, gy.reshape(len(s.x), -1), s.core, s.core_gamma)
+        speed = (vx.square() + vy.square()).sqrt().reshape(len(s.x), size, size)
+        shade = (speed / 2.0).clamp(0, 1).unsqueeze(-1)  # 2 m/s and more: the darkest
+        light = torch.tensor((225, 238, 250), device=self.device, dtype=torch.float32)
+        dark = torch.tensor((90, 140, 200), device=self.device, dtype=torch.float32)
+        frames = (light + (dark - light) * shade).to(torch.uint8)
+
+        def px(x, y):  # metres to pixels (y up on the map, down in the image)
+            return x * scale, (WORLD_SIZE - y) * scale
+
+        for k in range(s.obstacle.shape[1]):  # a few slots: drawing is not the hot path
+            ox, oy = px(s.obstacle[:, k, 0], s.obstacle[:, k, 1])
+            radius = s.obstacle_radius[:, k] * scale * s.obstacle_valid[:, k]
+            frames = draw.discs(frames, ox, oy, radius, (120, 120, 120))
+        for i in range(s.x.shape[1]):
+            colour = self.ROBOT_COLOURS[i % len(self.ROBOT_COLOURS)]
+            on = s.robot_active[:, i]
+            gx_, gy_ = px(s.goal[:, i, 0], s.goal[:, i, 1])
+            frames = draw.boxes(frames, gx_, gy_, 3.0 * on, 3.0 * on, colour)
+            rx, ry = px(s.x[:, i], s.y[:, i])
+            hx, hy = rx + 8 * torch.cos(s.yaw[:, i]), ry - 8 * torch.sin(s.yaw[:, i])
+            body = torch.where(
+                s.collided[:, i, None],
+                torch.tensor((214, 39, 40), device=self.device),
+                torch.where(
+                    s.arrived[:, i, None],
+                    torch.tensor((44, 160, 44), device=self.device),
+                    torch.tensor(colour, device=self.device),
+                ),
+            )
+            frames = draw.segments(frames, rx, ry, hx, hy, 1.5 * on, (0, 0, 0))
+            frames = draw.discs(frames, rx, ry, 4.0 * on, body)
+        return frames
 
 
 @register("env", "marinenav_continuous", MarineNavConfig)

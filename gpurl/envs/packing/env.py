@@ -146,6 +146,7 @@ class PackingEnv(state_attributes(PackingState), NativeEnv):
         )
         self._bbox_volume = pool.extents.prod(-1)
         self._box_volume = box_size[0] * box_size[1] * box_size[2]
+        self._box_height = box_size[2]
         self._set_specs(*self._specs())
         self._alloc()
 
@@ -309,6 +310,20 @@ class PackingEnv(state_attributes(PackingState), NativeEnv):
 
         metrics = evaluate(self, lambda geometry: policy)
         return {"return": metrics["utilisation"], **metrics}
+
+    FRAME = 208  # pixels a side: a multiple of 16, as video encoders like
+
+    def render_frames(self) -> torch.Tensor:
+        """The box from above: its heightmap in greys, white at the box's height."""
+        hm = self.env_state.hm  # [B, r, r] metres
+        r = hm.shape[-1]
+        index = (torch.arange(self.FRAME, device=hm.device) * r) // self.FRAME
+        level = (hm[:, index][:, :, index] / self._box_height).clamp(0, 1)
+        grey = (40 + 215 * level).to(torch.uint8)
+        inside = torch.zeros(self.FRAME, self.FRAME, dtype=torch.bool, device=hm.device)
+        inside[3:-3, 3:-3] = True  # the box's walls: a 3-pixel brown border
+        walls = torch.tensor((150, 100, 50), dtype=torch.uint8, device=hm.device)
+        return torch.where(inside[..., None], grey.unsqueeze(-1), walls)
 
 
 def _validate(num_objects, resolution, grid_step, box_size, max_steps, num_candidates, pool_size):
