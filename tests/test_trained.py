@@ -210,9 +210,8 @@ def test_pixel_frames_are_the_observation_in_colour():
 def test_every_native_env_family_draws_frames(name):
     """uint8 RGB frames [B, H, W, 3], H and W multiples of 16 (video encoders' blocks),
     not one colour (something is drawn), the same size after steps."""
-    from tests.envs.test_native_shell import CASES
-
     from gpurl.envs import make_env
+    from tests.envs.test_native_shell import CASES
 
     cfg, _, _ = CASES[name]
     env = make_env({"name": name, **cfg}, num_envs=2, seed=0)
