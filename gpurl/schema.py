@@ -130,6 +130,12 @@ class Trainer(Schema):
     save_replay: bool = key(
         True, "keep the replay in checkpoints (exact resume); false for huge buffers"
     )
+    video_interval: int | None = key(
+        None,
+        "frames between videos of one greedy episode, videos/frames_<N>.mp4 in the run "
+        "directory (native envs draw them); null: none",
+        ge=1,
+    )
     save_best: bool = key(
         False,
         "also keep checkpoints/best.pt (with its checksum): the agent at the evaluation "

@@ -110,6 +110,7 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
             make_eval_env(cfg.env, device=device, seed=s) for s in runs.seeds[1:]
         ]
     info = env_info(env)
+    video_env = make_video_env(cfg, device) if cfg.trainer.get("video_interval") else None
     progress = Progress(device, world, runs)
     compiled = CompileSpec.from_config(cfg.get("compile"), device)
     if compiled.cudagraphs and world > 1:  # an all-reduce inside a captured graph: untried
@@ -143,10 +144,28 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         meta,
         compiled,
         run_eval_envs=run_eval_envs,
+        video_env=video_env,
     )
     if cfg.trainer.resume:
         trainer.resume(resolve_checkpoint(cfg.trainer.resume))
     return trainer
+
+
+def make_video_env(cfg: DictConfig, device):
+    """One evaluation env copy of its own for trainer.video_interval's episodes (the
+    evaluations' envs keep their draws), refused in one line if the env draws nothing."""
+    if int(cfg.trainer.get("num_seeds", 1) or 1) > 1:
+        raise ConfigError(
+            "trainer.video_interval records one run's episodes: drop it or trainer.num_seeds"
+        )
+    env = make_eval_env({**cfg.env, "eval_envs": 1}, device=device, seed=int(cfg.seed))
+    env.reset()
+    if env.render_frames() is None:
+        raise ConfigError(
+            f"trainer.video_interval: env={cfg.env.name} draws no frames (the native envs "
+            f"do): set trainer.video_interval=null"
+        )
+    return env
 
 
 def make_runs(cfg: DictConfig, world: int) -> Runs:

@@ -224,3 +224,25 @@ def test_every_native_env_family_draws_frames(name):
         td = env.rand_step(td)
         td = td.get("next").exclude("reward", "done", "terminated", "truncated")
     assert env.render_frames().shape == first.shape
+
+
+def test_video_interval_records_greedy_episodes_while_training(tmp_path):
+    iio = pytest.importorskip("imageio.v3")
+    from gpurl.envs.cartpole import CartPoleEnv
+    from tests.conftest import train_run_dir
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    *_, summary = train_run_dir(run_dir, [*TINY, "trainer.video_interval=128"])
+    assert summary["videos"] == [str(run_dir / "videos" / f"frames_{n}.mp4") for n in (128, 256)]
+    frames = iio.imread(summary["videos"][-1])
+    assert frames.shape[1:] == (*CartPoleEnv.FRAME, 3) and len(frames) >= 2
+
+
+def test_video_interval_needs_an_env_that_draws(tmp_path):
+    pytest.importorskip("gymnasium")
+    from gpurl.train import build, load_config
+
+    cfg = load_config(["env=gym", *TINY, "trainer.video_interval=128"])
+    with pytest.raises(ConfigError, match="trainer.video_interval: env=gym draws no frames"):
+        build(cfg, tmp_path)

@@ -65,6 +65,7 @@ class Trainer:
         meta=None,
         compile: CompileSpec = EAGER,
         run_eval_envs=None,
+        video_env=None,
     ):
         if int(cfg.total_frames) < 1:
             raise ConfigError(f"trainer.total_frames must be >= 1, got {cfg.total_frames}")
@@ -100,6 +101,8 @@ class Trainer:
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
         self.best_path = self.run_dir / "checkpoints" / "best.pt"
+        # trainer.video_interval: an env copy of its own and the videos written so far
+        self.video_env, self.videos = video_env, []
         if cfg.get("save_best") and self.runs.many:
             raise ConfigError(
                 "trainer.save_best keeps one run's best checkpoint: drop it, or "
@@ -127,6 +130,8 @@ class Trainer:
         next_log = _next_multiple(self.frames, t.log_interval)
         next_eval = _next_multiple(self.frames, t.eval_interval)
         next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
+        every_video = t.get("video_interval") or 0
+        next_video = _next_multiple(self.frames, every_video) if every_video else None
         bar = tqdm(
             total=int(t.total_frames),
             initial=self.frames,
@@ -160,6 +165,12 @@ class Trainer:
                     postfix["eval"] = f"{ret:.1f}"
                     bar.set_postfix(postfix, refresh=False)
                     solved = self.reached(t.get("stop_at_return"))
+            if next_video is not None and (
+                self.frames >= next_video or self.frames >= t.total_frames
+            ):
+                next_video = _next_multiple(self.frames, every_video)
+                if self.rank == 0 and self.video_env is not None:
+                    self.record_video()
             if self.frames >= next_ckpt or self.frames >= t.total_frames or solved:
                 next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
                 self.wall_time = time.perf_counter() - start
@@ -248,6 +259,7 @@ class Trainer:
             "eval_metrics": self.eval_metrics,
             "eval_log": self.eval_log,
             "train_history": self.train_history,
+            "videos": self.videos,
             "run_eval_log": self.run_eval_log,
             "run_train_history": self.run_train_history,
             "env": self.env.env_state_dict(),
@@ -281,6 +293,7 @@ class Trainer:
         self.eval_metrics = dict(state["eval_metrics"])
         self.eval_log = [dict(x) for x in state.get("eval_log", [])]
         self.train_history = [tuple(x) for x in state["train_history"]]
+        self.videos = list(state.get("videos", []))
         self.run_eval_log = [[dict(x) for x in log] for log in state.get("run_eval_log", [[]])]
         self.run_train_history = [
             [tuple(x) for x in h] for h in state.get("run_train_history", [[]])
@@ -357,6 +370,20 @@ class Trainer:
                 f"with trainer.resume={self.run_dir}"
             ) from err
         self.last_checkpoint = (path, self.frames)
+        return path
+
+    def record_video(self) -> Path:
+        """videos/frames_<N>.mp4: one greedy episode of the video env (its own copy)."""
+        from gpurl.trainers.video import record_episode, write_video
+
+        frames = record_episode(
+            self.video_env,
+            self.agent.policy,
+            self.video_env.max_episode_steps,
+            self.meta.get("env", ""),
+        )
+        path = write_video(frames, self.run_dir / "videos" / f"frames_{self.frames}.mp4")
+        self.videos.append(str(path))
         return path
 
     def save_best(self, ret: float) -> Path | None:
@@ -455,6 +482,7 @@ class Trainer:
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "best_checkpoint": str(self.best_path) if self.best_path.is_file() else None,
+            "videos": self.videos,
             "learning_curve": str(curve),
         }
 
