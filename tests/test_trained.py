@@ -246,3 +246,72 @@ def test_video_interval_needs_an_env_that_draws(tmp_path):
     cfg = load_config(["env=gym", *TINY, "trainer.video_interval=128"])
     with pytest.raises(ConfigError, match="trainer.video_interval: env=gym draws no frames"):
         build(cfg, tmp_path)
+
+
+SMALL = [
+    "trainer.total_frames=64",
+    "trainer.init_random_frames=32",
+    "trainer.batch_size=8",
+    "trainer.eval_interval=64",
+    "logger=none",
+    "trainer.progress=false",
+]
+# every native family and the foreign ones: (the package it needs, overrides)
+FAMILIES = {
+    "cartpole": (None, ["env=cartpole", "agent=dqn", "env.eval_envs=2"]),
+    "pendulum": (None, ["env=pendulum", "agent=sac", "env.eval_envs=2"]),
+    "pixels": (
+        None,
+        ["experiment=pixels_ppo", "env.num_envs=4", "trainer.rollout_steps=8"]
+        + ["agent.minibatches=2", "trainer.total_frames=32", "trainer.eval_interval=32"],
+    ),
+    "marinenav": (
+        None,
+        ["env=marinenav", "agent=iqn", "env.num_envs=2", "env.stage=5", "env.pool_size=64"]
+        + ["env.pool_refresh=8", "env.max_episode_steps=20"],
+    ),
+    "packing": (
+        None,
+        ["experiment=packing_hrl_cpu", "env.resolution=32", "env.num_objects=4"]
+        + ["env.pool_size=8", "env.max_steps=4", "env.num_envs=2", "env.eval_envs=2"]
+        + ["trainer.total_frames=16", "trainer.init_random_frames=4", "trainer.batch_size=4"]
+        + ["trainer.eval_interval=16"],
+    ),
+    "gym": ("gymnasium", ["env=gym", "env.id=Acrobot-v1", "agent=dqn", "env.eval_envs=2"]),
+    "dmc": ("dm_control", ["env=dmc", "agent=sac", "env.frame_skip=8", "env.eval_envs=2"]),
+    "vmas": (
+        "vmas",
+        ["experiment=vmas_navigation_dqn", "env.num_envs=2", "env.max_episode_steps=10"]
+        + ["env.eval_envs=2"],
+    ),
+    "envpool": (
+        "envpool",
+        ["env=envpool", "agent=ppo", "env.num_envs=2", "env.eval_envs=1"]
+        + ["trainer.rollout_steps=8", "agent.minibatches=2", "trainer.total_frames=16"]
+        + ["trainer.eval_interval=16", "env.max_episode_steps=50"],
+    ),
+}
+
+
+@pytest.mark.slow  # a short run per family, its evaluation and export: about 2 minutes
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_env_family_evaluates_loads_and_exports(family, tmp_path):
+    from tests.conftest import train_run_dir
+
+    needs, overrides = FAMILIES[family]
+    if needs:
+        pytest.importorskip(needs)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    train_run_dir(run_dir, [*SMALL, *overrides])
+    record = gpurl_eval.evaluate(run_dir)
+    assert "return" in record["metrics"]
+    policy = TrainedPolicy(run_dir)
+    meta = export(policy, tmp_path / "policy.pt2", observations=64)
+    assert meta["checked_observations"] == 64
+    entries = [
+        torch.zeros(3, *i["shape"], dtype=getattr(torch, i["dtype"])) for i in meta["inputs"]
+    ]
+    program = torch.export.load(tmp_path / "policy.pt2").module()
+    obs = dict(zip(policy.in_keys, entries, strict=True))
+    assert torch.equal(program(*entries), policy(obs))  # load and export agree
