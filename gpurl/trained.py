@@ -10,7 +10,9 @@ and checkpoint, then acts greedily (the policy its evaluations act with) or, wit
 greedy=False, as it explored while training. `export` writes it as a torch.export
 program (`.pt2`) that torch alone loads and runs, with no gpurl, TorchRL or TensorDict
 in that process (examples/run_exported.py), after checking that the program's actions
-equal the policy's on observations recorded from the env.
+equal the policy's on observations recorded from the env; with onnx=True also as an
+ONNX model (`.onnx`, the `export` extra: onnx, onnxscript, onnxruntime), checked the
+same way in onnxruntime (examples/run_exported_onnx.py).
 """
 
 from __future__ import annotations
@@ -140,10 +142,18 @@ def recorded_observations(trained: TrainedPolicy, count: int, seed: int = 0) -> 
     return [rollout.get(k) for k in trained.in_keys]
 
 
-def export(trained: TrainedPolicy, out: str | Path, observations: int = 1000) -> dict:
+# ONNX Runtime's float kernels may round the last bit differently from torch's
+ONNX_TOLERANCE = 1e-5
+
+
+def export(
+    trained: TrainedPolicy, out: str | Path, observations: int = 1000, onnx: bool = False
+) -> dict:
     """Write the greedy policy as a torch.export program to `out` (.pt2) and a JSON of
     its inputs beside it, after checking the program's actions equal the policy's on
-    `observations` recorded observations. Returns that JSON's content."""
+    `observations` recorded observations; with `onnx`, an ONNX model beside it (.onnx)
+    whose actions onnxruntime checks the same way (discrete ones equal, continuous ones
+    within ONNX_TOLERANCE). Returns that JSON's content."""
     out = Path(out)
     program = _Program(trained)
     entries = recorded_observations(trained, observations)
@@ -165,7 +175,10 @@ def export(trained: TrainedPolicy, out: str | Path, observations: int = 1000) ->
             f"recorded observations: not written"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
+    model = to_onnx(exported, entries, expected, trained.run_dir) if onnx else None
     torch.export.save(exported, out)
+    if model is not None:
+        model.save(out.with_suffix(".onnx"))
     meta = {
         "program": out.name,
         "run_dir": str(trained.run_dir),
@@ -184,6 +197,38 @@ def export(trained: TrainedPolicy, out: str | Path, observations: int = 1000) ->
             "dtype": str(expected.dtype).removeprefix("torch."),
         },
         "checked_observations": len(expected),
+        "onnx": out.with_suffix(".onnx").name if onnx else None,
     }
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def to_onnx(exported, entries: list[torch.Tensor], expected: torch.Tensor, run_dir: Path):
+    """The exported program as an ONNX model, checked in onnxruntime against the
+    policy's actions `expected` on `entries`; a one-line ConfigError where it fails."""
+    try:
+        import numpy as np
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(
+            "--onnx needs onnx, onnxscript and onnxruntime: pip install -e '.[export]'"
+        ) from None
+    try:
+        model = torch.onnx.export(exported, dynamo=True, verbose=False)
+    except Exception as err:  # the op ONNX has no translation for is named in it
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"the policy of {run_dir} does not export to ONNX: {reason}") from None
+    session = onnxruntime.InferenceSession(model.model_proto.SerializeToString())
+    feeds = {i.name: e.numpy() for i, e in zip(session.get_inputs(), entries, strict=True)}
+    got = torch.from_numpy(np.asarray(session.run(None, feeds)[0]))
+    if expected.dtype.is_floating_point:
+        worst = float((got - expected).abs().max())
+        same = worst <= ONNX_TOLERANCE
+    else:
+        same, worst = torch.equal(got.to(expected.dtype), expected), 1
+    if not same:
+        raise ConfigError(
+            f"the ONNX model of {run_dir} acts otherwise than the policy on the recorded "
+            f"observations (largest difference {worst:g}): not written"
+        )
+    return model

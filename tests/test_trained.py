@@ -2,6 +2,7 @@
 `python -m gpurl.export` (gpurl/trained.py), and the exported program run by torch
 alone (examples/run_exported.py)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -307,11 +308,46 @@ def test_every_env_family_evaluates_loads_and_exports(family, tmp_path):
     record = gpurl_eval.evaluate(run_dir)
     assert "return" in record["metrics"]
     policy = TrainedPolicy(run_dir)
-    meta = export(policy, tmp_path / "policy.pt2", observations=64)
-    assert meta["checked_observations"] == 64
+    onnx = importlib.util.find_spec("onnxruntime") is not None  # the export extra
+    meta = export(policy, tmp_path / "policy.pt2", observations=64, onnx=onnx)
+    assert meta["checked_observations"] == 64 and (meta["onnx"] is not None) == onnx
     entries = [
         torch.zeros(3, *i["shape"], dtype=getattr(torch, i["dtype"])) for i in meta["inputs"]
     ]
     program = torch.export.load(tmp_path / "policy.pt2").module()
     obs = dict(zip(policy.in_keys, entries, strict=True))
     assert torch.equal(program(*entries), policy(obs))  # load and export agree
+
+
+def test_onnx_export_checks_actions_in_onnxruntime(run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    import onnxruntime
+
+    meta = export(TrainedPolicy(run), tmp_path / "policy.pt2", observations=1000, onnx=True)
+    assert meta["onnx"] == "policy.onnx"
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
+    obs = torch.randn(9, 4)
+    (entry,) = session.get_inputs()
+    got = session.run(None, {entry.name: obs.numpy()})[0]
+    assert torch.equal(torch.from_numpy(got), api.load(run)(obs))
+
+
+@pytest.mark.slow  # processes
+def test_the_onnx_model_runs_without_torch(run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    out = tmp_path / "export" / "policy.pt2"
+    assert gpurl_export.main([str(run), "--out", str(out), "--onnx"]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = ROOT / "examples" / "run_exported_onnx.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(out.with_suffix(".onnx"))],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "torch imported: False" in done.stdout
