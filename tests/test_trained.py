@@ -351,3 +351,33 @@ def test_the_onnx_model_runs_without_torch(run, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "torch imported: False" in done.stdout
+
+
+@pytest.mark.slow  # a TensorBoard and a W&B run: seconds each
+def test_videos_reach_tensorboard_and_wandb(tmp_path):
+    pytest.importorskip("imageio")
+    from tests.conftest import train_run_dir
+
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    train_run_dir(tb, [*TINY, "trainer.video_interval=256", "logger=tensorboard"])
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = {p.parent for p in (tb / "logs").rglob("events.out.tfevents.*")}
+    acc = EventAccumulator(str(events), size_guidance={"images": 0})
+    acc.Reload()
+    (image,) = acc.Images("eval/video")
+    assert image.step == 256 and image.encoded_image_string[:6] == b"GIF89a"
+
+    pytest.importorskip("wandb")
+    from gpurl.trainers.loggers import close_loggers
+    from tests.test_loggers import wandb_history
+
+    wb = tmp_path / "wb"
+    wb.mkdir()
+    train_run_dir(wb, [*TINY, "trainer.video_interval=256", "logger=wandb"])
+    close_loggers()
+    (run_file,) = (wb / "logs" / "wandb").glob("offline-run-*/run-*.wandb")
+    rows = [r for r in wandb_history(run_file) if "eval/video/_type" in r]
+    assert [(r["eval/step"], r["eval/video/_type"]) for r in rows] == [(256, "video-file")]
+    assert list((wb / "logs" / "wandb").rglob("media/videos/eval/*.mp4"))

@@ -42,6 +42,7 @@ from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
 from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.compile import compile_policy, env_step
 from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.trainers.loggers import log_video
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
 from gpurl.trainers.reporting import plot_learning_curve
 from gpurl.trainers.seeds import evaluate_runs, mean_metrics, plot_seeds
@@ -384,6 +385,8 @@ class Trainer:
         )
         path = write_video(frames, self.run_dir / "videos" / f"frames_{self.frames}.mp4")
         self.videos.append(str(path))
+        if self.logger is not None:  # TensorBoard and W&B show it beside the scalars
+            log_video(self.logger, "eval/video", frames, path, self.frames)
         return path
 
     def save_best(self, ret: float) -> Path | None:

@@ -196,3 +196,26 @@ def _as_dict(cfg) -> dict:
 
         cfg = OmegaConf.to_container(cfg, resolve=True)
     return dict(cfg)
+
+
+def log_video(logger, name: str, frames, path: Path, step: int) -> None:
+    """A recorded episode (frames [T, H, W, 3] uint8, and its MP4 at `path`) in the
+    run's logger, where it shows videos: TensorBoard as an animated GIF in its images
+    tab (the summary its add_video writes, encoded by imageio instead of moviepy), W&B
+    as the MP4. The others keep the MP4 in the run directory alone."""
+    from torchrl.record.loggers import TensorboardLogger, WandbLogger
+
+    if isinstance(logger, TensorboardLogger):
+        import imageio.v3 as iio
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        gif = iio.imwrite("<bytes>", frames.numpy(), extension=".gif", duration=1000 / 30, loop=0)
+        _, height, width, _ = frames.shape
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        summary = Summary(value=[Summary.Value(tag=name, image=image)])
+        logger.experiment.file_writer.add_summary(summary, step)
+    elif isinstance(logger, WandbLogger):
+        import wandb
+
+        # log_scalar forwards any W&B value with TorchRL's step keys (eval/step)
+        logger.log_scalar(name, wandb.Video(str(path), format="mp4"), step=step)
