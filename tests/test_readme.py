@@ -137,4 +137,5 @@ def test_readme_commands_that_use_a_finished_run_run(tmp_path):
         )
         assert out.returncode == 0, (command, out.stderr[-2000:])
     assert (tmp_path / "run" / "eval.json").is_file()
+    assert (tmp_path / "run" / "video" / "episode.mp4").is_file()
     assert "gpurl imported: False" in out.stdout
