@@ -174,6 +174,7 @@ def test_a_plugin_encoder_is_chosen_by_name_with_its_keys(tmp_path, scoped_regis
     assert trainer.progress.update_count > 0
 
 
+@pytest.mark.slow  # a short run: seconds
 def test_a_plugin_logger_is_chosen_by_name_with_its_keys(tmp_path, scoped_registry):
     registry.register("logger", "csv_in", CsvInConfig)(csv_in)
     small = ["env.eval_envs=1", "agent.hidden=[8]", "trainer.progress=false"]

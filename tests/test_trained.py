@@ -58,6 +58,7 @@ def test_load_acts_on_tensors_and_mappings_batched_or_not(run):
         policy(torch.randn(3))
 
 
+@pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_eval_writes_eval_json_and_prints_a_table(run, capsys):
     assert gpurl_eval.main([str(run), "--episodes", "3", "--seed", "5"]) == 0
     out = capsys.readouterr().out
@@ -95,6 +96,7 @@ def test_bad_run_directories_give_one_line(run, tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_export_checks_equal_actions_and_writes_the_program(run, tmp_path):
     meta = export(TrainedPolicy(run), tmp_path / "policy.pt2", observations=1000)
     assert meta["checked_observations"] == 1000
@@ -122,6 +124,7 @@ def test_the_exported_program_runs_without_gpurl(run, tmp_path):
     assert "gpurl imported: False" in done.stdout
 
 
+@pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_eval_records_a_greedy_episode_as_video(run, capsys):
     """The video holds the episode's frames (its start and each state reached) at the
     env's frame size, as MP4 and as GIF."""
@@ -176,6 +179,7 @@ def test_native_frames_follow_the_state():
     assert rows.float().mean() < PendulumEnv.FRAME[0] / 2  # upright: above the pivot
 
 
+@pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_save_best_keeps_the_best_evaluations_agent(tmp_path):
     """trainer.save_best: best.pt holds the agent of the evaluation with the highest
     return, which gpurl.eval --checkpoint best evaluates to that return again."""
@@ -227,6 +231,7 @@ def test_every_native_env_family_draws_frames(name):
     assert env.render_frames().shape == first.shape
 
 
+@pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_video_interval_records_greedy_episodes_while_training(tmp_path):
     iio = pytest.importorskip("imageio.v3")
     from gpurl.envs.cartpole import CartPoleEnv
@@ -319,6 +324,7 @@ def test_every_env_family_evaluates_loads_and_exports(family, tmp_path):
     assert torch.equal(program(*entries), policy(obs))  # load and export agree
 
 
+@pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_onnx_export_checks_actions_in_onnxruntime(run, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")

@@ -43,15 +43,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpurl.agents import OnPolicyAgent  # noqa: E402
-from gpurl.core.config import plain_keys  # noqa: E402
 from gpurl.train import build, load_config  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
@@ -326,7 +327,9 @@ def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> di
             "act": info.n_actions if info.discrete else info.action_dim,
             "discrete": info.discrete,
         }
-        bare, _ = bare_update(cfg.agent.name, plain_keys(cfg.agent), dims, n, device)
+        # plain values (a namespace, so the tool also runs on commits before core.config)
+        keys = SimpleNamespace(**OmegaConf.to_container(cfg.agent, resolve=True))
+        bare, _ = bare_update(cfg.agent.name, keys, dims, n, device)
 
         def learn():
             agent.update(batch, progress)

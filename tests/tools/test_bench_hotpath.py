@@ -2,11 +2,11 @@
 that trains (its loss falls on a fixed batch)."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from gpurl.core.config import Keys
 from tools import bench_hotpath
 
 
@@ -27,7 +27,7 @@ def test_a_case_prints_one_record_with_the_three_sides(capsys):
 @pytest.mark.parametrize("kind", ["dqn", "iqn", "pqn", "ppo", "sac", "td3", "ddpg"])
 def test_each_bare_update_steps_its_networks(kind):
     """The floor does the work it stands for: each call changes the networks' weights."""
-    cfg = Keys(
+    cfg = SimpleNamespace(
         hidden=[8, 8],
         lr=1e-2,
         actor_lr=1e-2,
