@@ -47,12 +47,20 @@ def checkpoint_file(run_dir: str | Path, checkpoint: str = "last") -> Path:
     config = run_dir / ".hydra" / "config.yaml"
     if not config.is_file():
         raise ConfigError(f"{run_dir} holds no .hydra/config.yaml: pass a gpurl run directory")
+    cfg = OmegaConf.load(config)
     try:
-        check_config(OmegaConf.load(config))
+        check_config(cfg)
     except ConfigError as err:
         raise ConfigError(
             f"{run_dir}'s config does not fit this gpurl (from another version?): {err}"
         ) from None
+    seeds = int(cfg.trainer.get("num_seeds", 1) or 1)
+    if seeds > 1:
+        raise ConfigError(
+            f"{run_dir} trained {seeds} seeds in one process (trainer.num_seeds={seeds}), as "
+            f"one stacked network: evaluate, load and export take a one-seed run (train the "
+            f"seed you want with seed=S)"
+        )
     path = run_dir / "checkpoints" / f"{checkpoint}.pt"
     if not path.is_file():
         more = " (trainer.save_best keeps one)" if checkpoint == "best" else ""

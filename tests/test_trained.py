@@ -80,11 +80,21 @@ def test_bad_run_directories_give_one_line(run, tmp_path, capsys):
     cfg.agent.removed_key = 1  # a key this gpurl does not have
     OmegaConf.save(cfg, old / ".hydra" / "config.yaml")
     cases["another version"] = old
+    stacked = tmp_path / "stacked"
+    (stacked / ".hydra").mkdir(parents=True)
+    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
+    cfg.trainer.num_seeds = 2
+    OmegaConf.save(cfg, stacked / ".hydra" / "config.yaml")
+    cases["many seeds"] = stacked
+    said = {}
     for label, path in cases.items():
         assert gpurl_eval.main([str(path)]) == 2, label
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("gpurl: error: "), (label, err)
-    assert "from another version" in err[0]
+        said[label] = err[0]
+    assert "is not a directory" in said["missing"] and "no .hydra" in said["no config"]
+    assert "from another version" in said["another version"]
+    assert "trained 2 seeds in one process" in said["many seeds"]
     assert gpurl_eval.main([str(run), "--checkpoint", "best"]) == 2
     assert "no checkpoints/best.pt" in capsys.readouterr().err
     bad = tmp_path / "corrupt"
