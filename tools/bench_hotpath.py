@@ -191,12 +191,19 @@ def bare_update(kind: str, cfg, dims: dict, n: int, device):
             if discrete:
                 dist = torch.distributions.Categorical(logits=actor(obs))
                 logp, entropy = dist.log_prob(taken), dist.entropy()
-            else:
-                dist = torch.distributions.Normal(actor(obs), log_std.exp())
-                logp, entropy = dist.log_prob(taken).sum(-1), dist.entropy().sum(-1)
-            adv = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-            ratio = (logp - old_logp).exp()
-            policy = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv).mean()
+            else:  # gpurl's clipped Gaussian: a density inside [-1, 1], point masses at its bounds
+                mean, std = actor(obs), log_std.exp()
+                z = (taken - mean) / std
+                inside = -0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)
+                upper = torch.special.log_ndtr((mean - 1.0) / std)
+                lower = torch.special.log_ndtr((-1.0 - mean) / std)
+                at = torch.where(
+                    taken >= 1 - 1e-6, upper, torch.where(taken <= -1 + 1e-6, lower, inside)
+                )
+                logp = at.sum(-1)
+                entropy = (log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1).expand(n)
+            ratio = (logp - old_logp).exp()  # advantages arrive normalised per rollout
+            policy = -torch.min(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage).mean()
             value = critic(obs).squeeze(-1)
             clipped = old_value + (value - old_value).clamp(-vclip, vclip)
             v_loss = (
