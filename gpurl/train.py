@@ -276,6 +276,36 @@ def command_line_problem(argv: list[str]) -> str | None:
     return None
 
 
+def run_dir_problem(argv: list[str]) -> str | None:
+    """One line if the directory the run would write (hydra.run.dir, or hydra.sweep.dir
+    under -m) cannot be made or written, else None. Hydra makes it before `main` runs,
+    with a traceback where it cannot (a path under /proc, a read-only disk). The check
+    makes and removes a scratch directory in the nearest part of the path that exists;
+    it leaves nothing behind."""
+    import tempfile
+
+    multirun = "-m" in argv or "--multirun" in argv
+    name = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [a.split("=", 1)[1] for a in argv if a.startswith(f"{name}=")]
+    # the default (runs/${now:...}/...) lives under the working directory; a given one's
+    # ${...} parts are resolved by Hydra later: check the literal path before them
+    path = Path(given[-1].split("${")[0] if given else ".").expanduser()
+    existing = path if path.is_absolute() else Path.cwd() / path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{name}={given[-1]}: {existing} is a file, not a directory: choose another {name}"
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as err:
+        shown = given[-1] if given else f"{Path.cwd()} (the default runs/... is made there)"
+        return (
+            f"{name}={shown} cannot be written ({existing}: {err.strerror}): choose a "
+            f"directory you can write, e.g. {name}=runs/my_run"
+        )
+    return None
+
+
 def _key_hint(key: str, known: set[str]) -> str:
     """The closest key beside `key` (trainer.bach_size -> trainer.batch_size), matched on
     the last part among its siblings so the group name does not dominate the match."""
@@ -401,7 +431,7 @@ def cli(argv: list[str]) -> None:
         sys.exit(2)
     if "--help" in argv or "-h" in argv:
         sys.exit(print_help(argv) if rank0 else 0)
-    problem = command_line_problem(argv)
+    problem = command_line_problem(argv) or run_dir_problem(argv)
     if problem:
         if rank0:
             print(f"gpurl: error: {problem}", file=sys.stderr)
