@@ -115,7 +115,11 @@ class Trainer(Schema):
         "trainer.num_seeds > 1, every run's); null: train to total_frames",
     )
     checkpoint_interval: int = key(10000, "frames between checkpoints (and one at the end)", ge=1)
-    resume: str | None = key(None, "a checkpoint file or run directory to continue from")
+    resume: str | None = key(
+        None,
+        "a checkpoint file or run directory to continue from; auto: this run directory's "
+        "latest checkpoint when it has one, else start afresh (a requeued job)",
+    )
     progress: bool = key(True, "tqdm progress bar")
     frames_per_batch: int | None = key(
         None,

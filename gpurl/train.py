@@ -33,12 +33,13 @@ from gpurl.core import distributed, registry
 from gpurl.core.compile import CompileSpec
 from gpurl.core.progress import Progress
 from gpurl.core.runs import Runs
+from gpurl.core.signals import StopSignals, exit_code
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
 from gpurl.schema import check_config, help_text, load_components
 from gpurl.trainers.base import Trainer
-from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
+from gpurl.trainers.checkpoint import LAST, load_checkpoint, previous_path, resolve_checkpoint
 from gpurl.trainers.loggers import close_loggers, make_logger
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
@@ -144,9 +145,23 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         compiled,
         run_eval_envs=run_eval_envs,
     )
-    if cfg.trainer.resume:
-        trainer.resume(resolve_checkpoint(cfg.trainer.resume))
+    resume = cfg.trainer.resume
+    if resume == "auto":  # rank 0 looks; under torchrun the others take its answer
+        resume = distributed.broadcast_object(latest_checkpoint(run_dir) if rank == 0 else None)
+        if resume is not None and rank == 0:
+            print(f"gpurl: trainer.resume=auto: continuing from {resume}", file=sys.stderr)
+    if resume:
+        trainer.resume(resolve_checkpoint(resume))
     return trainer
+
+
+def latest_checkpoint(run_dir: Path) -> str | None:
+    """trainer.resume=auto's choice: the run directory's checkpoints/last.pt when it or
+    prev.pt is there (read_checkpoint takes prev.pt where last.pt is damaged), else None:
+    start afresh. Checkpoints there that are all damaged stop the run with one line
+    rather than be written over."""
+    last = Path(run_dir) / "checkpoints" / LAST
+    return str(last) if last.is_file() or previous_path(last).is_file() else None
 
 
 def make_runs(cfg: DictConfig, world: int) -> Runs:
@@ -185,10 +200,20 @@ def load_trained(run: str | Path, device: str = "cpu"):
 
 
 def run(cfg: DictConfig, run_dir: Path) -> Path:
+    """Build and train one run; write and return its summary.json. A signal (SIGTERM,
+    SIGINT, SIGUSR1) during training ends it early, checkpoint and summary written
+    (core/signals.py); the summary's "stopped" says so."""
+    return run_and_stop(cfg, run_dir)[0]
+
+
+def run_and_stop(cfg: DictConfig, run_dir: Path) -> tuple[Path, str | None]:
+    """run(), and the signal that stopped it (None when it ran to its end)."""
     started = time.perf_counter()
     commit = gpurl_commit()  # the code this run imports, read before commits made meanwhile
     trainer = build(cfg, run_dir)
-    summary = trainer.train()
+    with StopSignals() as stop:  # the handlers live while it trains, then restored
+        trainer.stop = stop
+        summary = trainer.train()
     summary.update(
         **environment_record(trainer.device),
         commit=commit,
@@ -198,11 +223,11 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         world_size=trainer.world,
     )
     if trainer.rank > 0:
-        return run_dir / "summary.json"  # rank 0 writes it
+        return run_dir / "summary.json", trainer.stopped_by  # rank 0 writes it
     runs = summary.pop("run_summaries", None)
     if runs:  # N runs of one process: each run's summary as a run of its own
         summary["runs"] = [str(p) for p in write_runs(run_dir, summary, runs)]
-    return write_summary(run_dir / "summary.json", summary)
+    return write_summary(run_dir / "summary.json", summary), trainer.stopped_by
 
 
 def _env_label(env_cfg) -> str:
@@ -366,9 +391,11 @@ def main(cfg: DictConfig) -> float:
 def train_or_exit(cfg: DictConfig, run_dir: Path) -> float:
     """`main` past Hydra: run, print the summary's path; a mistake in the config exits 2
     with one line and leaves the run directory holding error.txt alone; a fault met while
-    training exits 1 and keeps the run directory (tests call this in-process)."""
+    training exits 1 and keeps the run directory; a signal that stopped the run (its
+    checkpoint and summary written) prints one line and exits 128 + the signal's number
+    (core/signals.py). Tests call this in-process."""
     try:
-        path = run(cfg, run_dir)
+        path, signal_name = run_and_stop(cfg, run_dir)
     except ConfigError as err:
         _say(f"gpurl: error: {err}")
         leave_only_error(run_dir, str(err))
@@ -380,6 +407,14 @@ def train_or_exit(cfg: DictConfig, run_dir: Path) -> float:
             (run_dir / "error.txt").write_text(f"gpurl: error: {err}\n")
         sys.exit(1)
     close_loggers()  # wandb and MLflow flush here, not after the last line at exit
+    if signal_name is not None:
+        summary = json.loads(path.read_text()) if distributed.rank() == 0 else {}
+        _say(
+            f"gpurl: stopped by {signal_name} at frames {summary.get('frames')}: checkpoint "
+            f"and summary in {run_dir}; the same command with trainer.resume=auto continues"
+        )
+        distributed.shutdown()
+        sys.exit(exit_code(signal_name))
     if distributed.rank() > 0:
         distributed.shutdown()
         return float("nan")
@@ -396,9 +431,14 @@ def _say(line: str) -> None:
 
 def leave_only_error(run_dir: Path, message: str) -> None:
     """A run stopped by a user's mistake leaves its directory holding the error alone:
-    no config snapshot, log, checkpoint or summary that could pass for a run."""
+    no config snapshot, log, checkpoint or summary that could pass for a run. A directory
+    that holds checkpoints (a run resumed in its own directory, trainer.resume=auto) is
+    kept as it is, error.txt added: its checkpoints are the run so far."""
     import shutil
 
+    if (run_dir / "checkpoints").is_dir():
+        (run_dir / "error.txt").write_text(f"gpurl: error: {message}\n")
+        return
     if run_dir.is_dir():
         for entry in run_dir.iterdir():
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
