@@ -12,10 +12,11 @@ checkpoint and summary.json (stopped: "signal", signal: its name), and gpurl.tra
 one line and exits 128 + the signal's number, as a shell reports a process the signal
 ended: SIGTERM 143, SIGINT 130, SIGUSR1 138 (on Linux).
 
-A second signal exits at once (os._exit, same code), whatever the run is doing. A
-checkpoint it interrupts is a temporary file (trainers/checkpoint.py): the previous
-complete checkpoint stays on disk with its digest, and `trainer.resume=auto` continues
-from it.
+A second signal exits at once (SystemExit from the handler, same code), whatever the
+run is doing: no further iteration, evaluation or checkpoint. A checkpoint it
+interrupts is left unfinished (trainers/checkpoint.py removes its temporary files): the
+previous complete checkpoint stays on disk with its digest, and `trainer.resume=auto`
+continues from it.
 
 Handlers can only be set in the main thread; elsewhere (a run started from a worker
 thread) StopSignals sets none and the signals keep their usual effect.
@@ -68,4 +69,7 @@ class StopSignals:
             f"gpurl: {name} while stopping for {self.signal}: exited at once; the last "
             f"complete checkpoint is kept\n".encode(),
         )
-        os._exit(exit_code(name))
+        # SystemExit, not os._exit: it unwinds from wherever the run is (a checkpoint
+        # write removes its temporary files on the way out) and lets the interpreter
+        # and its helper processes shut down without their own warnings
+        raise SystemExit(exit_code(name))
