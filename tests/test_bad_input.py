@@ -49,10 +49,9 @@ NO_DEVICE = (
 
 def _missing_device(kind: str) -> str:
     """device=<kind> where this machine has none of that kind (else one past its count)."""
-    from gpurl.utils.device import _count
+    from gpurl.utils.device import ACCELERATORS, _count
 
-    backend = torch.backends.mps if kind == "mps" else getattr(torch, kind, None)
-    if backend is None or not backend.is_available():
+    if not ACCELERATORS[kind].is_available():
         return f"device={kind}"
     return f"device={kind}:{_count(kind)}"
 

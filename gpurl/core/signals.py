@@ -33,7 +33,7 @@ STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
 
 def exit_code(name: str) -> int:
     """The exit status of a run stopped by signal `name`: 128 + its number."""
-    return 128 + int(getattr(signal, name))
+    return 128 + int(signal.Signals[name])
 
 
 class StopSignals:
@@ -47,8 +47,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for name in STOP_SIGNALS:
-                number = getattr(signal, name, None)  # no SIGUSR1 on Windows
-                if number is not None:
+                if name in signal.Signals.__members__:  # no SIGUSR1 on Windows
+                    number = signal.Signals[name]
                     self._previous[number] = signal.signal(number, self.handle)
         return self
 

@@ -2,9 +2,9 @@ import torch
 
 from gpurl.errors import ConfigError
 
-# The accelerators torch reaches through a module of the same name, each with
-# is_available() and device_count(): cuda, mps (Apple), xpu (Intel).
-ACCELERATORS = ("cuda", "mps", "xpu")
+# The accelerators gpurl may run on, each torch's module with is_available():
+# cuda, mps (Apple), xpu (Intel).
+ACCELERATORS = {"cuda": torch.cuda, "mps": torch.backends.mps, "xpu": torch.xpu}
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -21,8 +21,7 @@ def resolve_device(name: str | None) -> torch.device:
         return device
     if device.type not in ACCELERATORS:
         raise ConfigError(f"device={name} is not supported: use auto, cpu, cuda[:N], mps or xpu")
-    backend = torch.backends.mps if device.type == "mps" else getattr(torch, device.type, None)
-    if backend is None or not backend.is_available():
+    if not ACCELERATORS[device.type].is_available():
         raise ConfigError(
             f"device={name} but this machine has no {device.type.upper()} device: use "
             f"device=cpu or auto"
@@ -37,6 +36,7 @@ def resolve_device(name: str | None) -> torch.device:
 
 
 def _count(kind: str) -> int:
+    """How many devices of an available kind this machine has."""
     if kind == "mps":  # one Apple GPU at most
         return 1
-    return getattr(torch, kind).device_count()
+    return ACCELERATORS[kind].device_count()
