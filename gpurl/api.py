@@ -153,6 +153,5 @@ def _save_config(cfg: DictConfig, run_dir: Path) -> None:
         OmegaConf.save(cfg, hydra_dir / "config.yaml")
     except OSError as err:
         raise ConfigError(
-            f"run_dir={run_dir} cannot be written ({err.strerror}): pass a directory you "
-            f"can write"
+            f"run_dir={run_dir} cannot be written ({err.strerror}): pass a directory you can write"
         ) from None
