@@ -411,7 +411,8 @@ def train_or_exit(cfg: DictConfig, run_dir: Path) -> float:
         summary = json.loads(path.read_text()) if distributed.rank() == 0 else {}
         _say(
             f"gpurl: stopped by {signal_name} at frames {summary.get('frames')}: checkpoint "
-            f"and summary in {run_dir}; the same command with trainer.resume=auto continues"
+            f"and summary in {run_dir}; continue with trainer.resume=auto "
+            f"hydra.run.dir={run_dir}"
         )
         distributed.shutdown()
         sys.exit(exit_code(signal_name))

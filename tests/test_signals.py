@@ -88,7 +88,7 @@ def test_a_signal_ends_the_run_after_its_iteration_with_checkpoint_summary_and_o
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [
         f"gpurl: stopped by {name} at frames 80: checkpoint and summary in {run_dir}; "
-        f"the same command with trainer.resume=auto continues"
+        f"continue with trainer.resume=auto hydra.run.dir={run_dir}"
     ]
     assert signal.getsignal(signal.SIGTERM) == before  # pytest's handlers are back
 
