@@ -10,7 +10,10 @@ Everything a run writes goes to its Hydra run directory: .hydra/ (the composed
 config), logs/ (scalars), checkpoints/last.pt (and prev.pt, with their .sha256),
 learning_curve.png and summary.json, whose path is the last line printed. A run
 stopped by a fault (gpurl.errors.RunFault: a NaN, a full disk) prints one line, exits
-1 and keeps its directory, checkpoints included, with the line in error.txt.
+1 and keeps its directory, checkpoints included, with the line in error.txt. A run
+stopped by a signal (SIGTERM, SIGINT, SIGUSR1: core/signals.py) writes a checkpoint and
+summary.json, prints one line and exits 128 + the signal's number; the same command with
+trainer.resume=auto and a fixed hydra.run.dir continues it (a requeued Slurm job).
 
 Under torchrun (core/distributed.py) rank 0 alone writes the run directory; the
 other ranks' Hydra output goes to a temporary directory that is removed at exit.
