@@ -151,8 +151,13 @@ def train(cfg: DictConfig | None = None, run_dir: str | Path | None = None, **se
 def _save_config(cfg: DictConfig, run_dir: Path) -> None:
     """.hydra/config.yaml, as Hydra writes it for a command-line run."""
     hydra_dir = run_dir / ".hydra"
-    hydra_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, hydra_dir / "config.yaml")
+    try:  # the first write of the run: a directory that cannot be written stops here
+        hydra_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, hydra_dir / "config.yaml")
+    except OSError as err:
+        raise ConfigError(
+            f"run_dir={run_dir} cannot be written ({err.strerror}): pass a directory you can write"
+        ) from None
 
 
 def load(run_dir: str | Path, checkpoint: str = "last", device: str = "cpu"):

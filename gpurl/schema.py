@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import difflib
 import inspect
+import math
 import operator
 import sys
 import types
@@ -114,7 +115,11 @@ class Trainer(Schema):
         "trainer.num_seeds > 1, every run's); null: train to total_frames",
     )
     checkpoint_interval: int = key(10000, "frames between checkpoints (and one at the end)", ge=1)
-    resume: str | None = key(None, "a checkpoint file or run directory to continue from")
+    resume: str | None = key(
+        None,
+        "a checkpoint file or run directory to continue from; auto: this run directory's "
+        "latest checkpoint when it has one, else start afresh (a requeued job)",
+    )
     progress: bool = key(True, "tqdm progress bar")
     frames_per_batch: int | None = key(
         None,
@@ -332,6 +337,10 @@ def _in_range(x, meta) -> bool:
     return all(meta.get(k) is None or op(x, meta[k]) for k, op in checks)
 
 
+def _not_finite(x) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
 def check_value(path: str, value, tp, meta) -> None:
     """Raise a one-line ConfigError naming the key, what was given and what fits if `value`
     does not fit the key at `path`."""
@@ -356,6 +365,14 @@ def check_value(path: str, value, tp, meta) -> None:
         return
     if not _type_ok(value, inner):
         raise ConfigError(f"{path} must be {fits(meta, tp)}, got {_show(value)}{doc}")
+    # a NaN passes no comparison and an inf passes a one-sided bound (agent.lr=inf would
+    # train): refused here, for every float key, unless its doc gives them a meaning
+    numbers = value if isinstance(value, list) else [value]
+    if not meta.get("nonfinite") and any(_not_finite(v) for v in numbers):
+        raise ConfigError(
+            f"{path} must be a finite number, got {_show(value)}: give {path}="
+            f"<{fits(meta, tp)}>{doc}"
+        )
     if not isinstance(value, list):
         if not _in_range(value, meta):
             raise ConfigError(f"{path} must be {range_text(meta)}, got {value}{doc}")
@@ -536,15 +553,7 @@ def _defaults(schema) -> dict:
 def _check_device(name) -> torch.device:
     if not isinstance(name, str):
         raise ConfigError(f"device={_show(name)}: device must be auto, cpu, cuda or cuda:N")
-    device = resolve_device(name)  # its ConfigError names the device and what fits
-    if device.type == "cuda" and device.index is not None:
-        count = torch.cuda.device_count()
-        if device.index >= count:
-            raise ConfigError(
-                f"device={name}: this machine has {count} CUDA device(s): use device=cuda or "
-                f"cuda:0..cuda:{count - 1}"
-            )
-    return device
+    return resolve_device(name)  # a missing device of any kind: one line naming it
 
 
 def _check_together(data: dict, env_cls, agent_cls, device: torch.device) -> None:

@@ -10,7 +10,10 @@ Everything a run writes goes to its Hydra run directory: .hydra/ (the composed
 config), logs/ (scalars), checkpoints/last.pt (and prev.pt, with their .sha256),
 learning_curve.png and summary.json, whose path is the last line printed. A run
 stopped by a fault (gpurl.errors.RunFault: a NaN, a full disk) prints one line, exits
-1 and keeps its directory, checkpoints included, with the line in error.txt.
+1 and keeps its directory, checkpoints included, with the line in error.txt. A run
+stopped by a signal (SIGTERM, SIGINT, SIGUSR1: core/signals.py) writes a checkpoint and
+summary.json, prints one line and exits 128 + the signal's number; the same command with
+trainer.resume=auto and a fixed hydra.run.dir continues it (a requeued Slurm job).
 
 Under torchrun (core/distributed.py) rank 0 alone writes the run directory; the
 other ranks' Hydra output goes to a temporary directory that is removed at exit.
@@ -33,12 +36,13 @@ from gpurl.core import distributed, registry
 from gpurl.core.compile import CompileSpec
 from gpurl.core.progress import Progress
 from gpurl.core.runs import Runs
+from gpurl.core.signals import StopSignals, exit_code
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
 from gpurl.schema import check_config, help_text, load_components
 from gpurl.trainers.base import Trainer
-from gpurl.trainers.checkpoint import load_checkpoint, resolve_checkpoint
+from gpurl.trainers.checkpoint import LAST, load_checkpoint, previous_path, resolve_checkpoint
 from gpurl.trainers.loggers import close_loggers, make_logger
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
@@ -146,8 +150,13 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         run_eval_envs=run_eval_envs,
         video_env=video_env,
     )
-    if cfg.trainer.resume:
-        trainer.resume(resolve_checkpoint(cfg.trainer.resume))
+    resume = cfg.trainer.resume
+    if resume == "auto":  # rank 0 looks; under torchrun the others take its answer
+        resume = distributed.broadcast_object(latest_checkpoint(run_dir) if rank == 0 else None)
+        if resume is not None and rank == 0:
+            print(f"gpurl: trainer.resume=auto: continuing from {resume}", file=sys.stderr)
+    if resume:
+        trainer.resume(resolve_checkpoint(resume))
     return trainer
 
 
@@ -166,6 +175,15 @@ def make_video_env(cfg: DictConfig, device):
             f"do): set trainer.video_interval=null"
         )
     return env
+
+
+def latest_checkpoint(run_dir: Path) -> str | None:
+    """trainer.resume=auto's choice: the run directory's checkpoints/last.pt when it or
+    prev.pt is there (read_checkpoint takes prev.pt where last.pt is damaged), else None:
+    start afresh. Checkpoints there that are all damaged stop the run with one line
+    rather than be written over."""
+    last = Path(run_dir) / "checkpoints" / LAST
+    return str(last) if last.is_file() or previous_path(last).is_file() else None
 
 
 def make_runs(cfg: DictConfig, world: int) -> Runs:
@@ -204,10 +222,20 @@ def load_trained(run: str | Path, device: str = "cpu"):
 
 
 def run(cfg: DictConfig, run_dir: Path) -> Path:
+    """Build and train one run; write and return its summary.json. A signal (SIGTERM,
+    SIGINT, SIGUSR1) during training ends it early, checkpoint and summary written
+    (core/signals.py); the summary's "stopped" says so."""
+    return run_and_stop(cfg, run_dir)[0]
+
+
+def run_and_stop(cfg: DictConfig, run_dir: Path) -> tuple[Path, str | None]:
+    """run(), and the signal that stopped it (None when it ran to its end)."""
     started = time.perf_counter()
     commit = gpurl_commit()  # the code this run imports, read before commits made meanwhile
     trainer = build(cfg, run_dir)
-    summary = trainer.train()
+    with StopSignals() as stop:  # the handlers live while it trains, then restored
+        trainer.stop = stop
+        summary = trainer.train()
     summary.update(
         **environment_record(trainer.device),
         commit=commit,
@@ -217,11 +245,11 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         world_size=trainer.world,
     )
     if trainer.rank > 0:
-        return run_dir / "summary.json"  # rank 0 writes it
+        return run_dir / "summary.json", trainer.stopped_by  # rank 0 writes it
     runs = summary.pop("run_summaries", None)
     if runs:  # N runs of one process: each run's summary as a run of its own
         summary["runs"] = [str(p) for p in write_runs(run_dir, summary, runs)]
-    return write_summary(run_dir / "summary.json", summary)
+    return write_summary(run_dir / "summary.json", summary), trainer.stopped_by
 
 
 def _env_label(env_cfg) -> str:
@@ -295,6 +323,36 @@ def command_line_problem(argv: list[str]) -> str | None:
     return None
 
 
+def run_dir_problem(argv: list[str]) -> str | None:
+    """One line if the directory the run would write (hydra.run.dir, or hydra.sweep.dir
+    under -m) cannot be made or written, else None. Hydra makes it before `main` runs,
+    with a traceback where it cannot (a path under /proc, a read-only disk). The check
+    makes and removes a scratch directory in the nearest part of the path that exists;
+    it leaves nothing behind."""
+    import tempfile
+
+    multirun = "-m" in argv or "--multirun" in argv
+    name = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [a.split("=", 1)[1] for a in argv if a.startswith(f"{name}=")]
+    # the default (runs/${now:...}/...) lives under the working directory; a given one's
+    # ${...} parts are resolved by Hydra later: check the literal path before them
+    path = Path(given[-1].split("${")[0] if given else ".").expanduser()
+    existing = path if path.is_absolute() else Path.cwd() / path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{name}={given[-1]}: {existing} is a file, not a directory: choose another {name}"
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as err:
+        shown = given[-1] if given else f"{Path.cwd()} (the default runs/... is made there)"
+        return (
+            f"{name}={shown} cannot be written ({existing}: {err.strerror}): choose a "
+            f"directory you can write, e.g. {name}=runs/my_run"
+        )
+    return None
+
+
 def _key_hint(key: str, known: set[str]) -> str:
     """The closest key beside `key` (trainer.bach_size -> trainer.batch_size), matched on
     the last part among its siblings so the group name does not dominate the match."""
@@ -355,9 +413,11 @@ def main(cfg: DictConfig) -> float:
 def train_or_exit(cfg: DictConfig, run_dir: Path) -> float:
     """`main` past Hydra: run, print the summary's path; a mistake in the config exits 2
     with one line and leaves the run directory holding error.txt alone; a fault met while
-    training exits 1 and keeps the run directory (tests call this in-process)."""
+    training exits 1 and keeps the run directory; a signal that stopped the run (its
+    checkpoint and summary written) prints one line and exits 128 + the signal's number
+    (core/signals.py). Tests call this in-process."""
     try:
-        path = run(cfg, run_dir)
+        path, signal_name = run_and_stop(cfg, run_dir)
     except ConfigError as err:
         _say(f"gpurl: error: {err}")
         leave_only_error(run_dir, str(err))
@@ -369,6 +429,15 @@ def train_or_exit(cfg: DictConfig, run_dir: Path) -> float:
             (run_dir / "error.txt").write_text(f"gpurl: error: {err}\n")
         sys.exit(1)
     close_loggers()  # wandb and MLflow flush here, not after the last line at exit
+    if signal_name is not None:
+        summary = json.loads(path.read_text()) if distributed.rank() == 0 else {}
+        _say(
+            f"gpurl: stopped by {signal_name} at frames {summary.get('frames')}: checkpoint "
+            f"and summary in {run_dir}; continue with trainer.resume=auto "
+            f"hydra.run.dir={run_dir}"
+        )
+        distributed.shutdown()
+        sys.exit(exit_code(signal_name))
     if distributed.rank() > 0:
         distributed.shutdown()
         return float("nan")
@@ -385,9 +454,14 @@ def _say(line: str) -> None:
 
 def leave_only_error(run_dir: Path, message: str) -> None:
     """A run stopped by a user's mistake leaves its directory holding the error alone:
-    no config snapshot, log, checkpoint or summary that could pass for a run."""
+    no config snapshot, log, checkpoint or summary that could pass for a run. A directory
+    that holds checkpoints (a run resumed in its own directory, trainer.resume=auto) is
+    kept as it is, error.txt added: its checkpoints are the run so far."""
     import shutil
 
+    if (run_dir / "checkpoints").is_dir():
+        (run_dir / "error.txt").write_text(f"gpurl: error: {message}\n")
+        return
     if run_dir.is_dir():
         for entry in run_dir.iterdir():
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
@@ -420,7 +494,7 @@ def cli(argv: list[str]) -> None:
         sys.exit(2)
     if "--help" in argv or "-h" in argv:
         sys.exit(print_help(argv) if rank0 else 0)
-    problem = command_line_problem(argv)
+    problem = command_line_problem(argv) or run_dir_problem(argv)
     if problem:
         if rank0:
             print(f"gpurl: error: {problem}", file=sys.stderr)

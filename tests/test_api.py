@@ -64,6 +64,12 @@ def test_a_bad_value_from_python_is_the_command_lines_one_line_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_run_directory_that_cannot_be_written_is_one_line():
+    with pytest.raises(ConfigError, match="run_dir=/proc/gpurl_run cannot be written") as err:
+        api.build(logger="none", run_dir="/proc/gpurl_run")
+    assert "\n" not in str(err.value)
+
+
 def test_train_returns_the_summary_and_leaves_a_run_directory(tmp_path):
     summary = api.train(
         env="cartpole",

@@ -15,6 +15,7 @@ import copy
 import functools
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,16 @@ NO_DEVICE = (
     f"device=cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "device=cuda"
 )
 
+
+def _missing_device(kind: str) -> str:
+    """device=<kind> where this machine has none of that kind (else one past its count)."""
+    from gpurl.utils.device import ACCELERATORS, _count
+
+    if not ACCELERATORS[kind].is_available():
+        return f"device={kind}"
+    return f"device={kind}:{_count(kind)}"
+
+
 # The kinds of mistake (the issue's list, and two the command line adds).
 KINDS = {
     "type": "a wrong type: a string where a number goes, a float count, a list for a number",
@@ -59,6 +70,7 @@ KINDS = {
     "key": "an unknown key, or a key removed that the run reads",
     "budget": "a budget smaller than one batch or rollout",
     "syntax": "a command line Hydra cannot read, or several values without -m",
+    "run_dir": "a run directory that cannot be made or written",
 }
 
 # (kind, command line, a fragment of the one line it must give)
@@ -71,6 +83,11 @@ CASES = [
     ("type", ["threads=two"], "threads must be an int"),
     ("device", [NO_DEVICE], "device=cuda"),
     ("device", ["device=tpu"], "unknown device 'tpu'"),
+    ("device", [_missing_device("mps")], _missing_device("mps")),
+    ("device", [_missing_device("xpu")], _missing_device("xpu")),
+    ("device", ["device=meta"], "device=meta is not supported"),
+    ("run_dir", ["hydra.run.dir=/proc/gpurl_run"], "hydra.run.dir=/proc/gpurl_run cannot be"),
+    ("run_dir", ["-m", "hydra.sweep.dir=/proc/gpurl_sweep"], "hydra.sweep.dir=/proc/gpurl_sweep"),
     ("key", ["+foo=1"], "unknown config key 'foo'"),
     ("key", ["sed=1"], "did you mean seed?"),
     # env
@@ -107,6 +124,11 @@ CASES = [
     ("range", ["agent.tau=2"], "agent.tau must be in (0, 1], got 2"),
     ("range", ["agent.lr=0"], "agent.lr must be > 0, got 0"),
     ("type", ["agent.lr=fast"], "agent.lr must be a float > 0, got 'fast'"),
+    ("range", ["agent.lr=inf"], "agent.lr must be a finite number, got inf"),
+    ("range", ["agent.lr=nan"], "agent.lr must be a finite number, got nan"),
+    ("range", ["agent.gamma=-inf"], "agent.gamma must be a finite number, got -inf"),
+    ("range", ["trainer.stop_at_return=nan"], "trainer.stop_at_return must be a finite"),
+    ("range", ["trainer.utd=inf"], "trainer.utd must be a finite number, got inf"),
     ("range", ["agent.epsilon_start=1.5"], "agent.epsilon_start must be in [0, 1]"),
     ("range", ["agent.epsilon_end=-0.1"], "agent.epsilon_end must be in [0, 1]"),
     ("range", ["agent.priority_alpha=2"], "agent.priority_alpha must be in [0, 1], got 2"),
@@ -204,6 +226,7 @@ def run_cli(argv, tmp_path, monkeypatch, capsys) -> tuple[int, list[str], Path]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["gpurl.train"])  # cli sets it for Hydra's main
     dirs = [f"hydra.run.dir={run_dir}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    dirs = [d for d in dirs if not any(a.startswith(d.split("=")[0]) for a in argv)]
     # Hydra's main reconfigures logging, closing every handler there is, and absl's
     # handler (dm_control imports absl: tests/envs/test_dmc.py) then closes its stream
     # unless it is a standard one. Imported under another test, that stream is pytest's
@@ -247,7 +270,12 @@ def test_each_kind_of_mistake_from_a_real_process(case, tmp_path):
     _, argv, fragment = case
     run_dir = tmp_path / "run"
     out = subprocess.run(
-        [sys.executable, "-m", "gpurl.train", *argv, f"hydra.run.dir={run_dir}"],
+        [sys.executable, "-m", "gpurl.train", *argv]
+        + (
+            []
+            if any(a.startswith("hydra.run.dir=") for a in argv)
+            else [f"hydra.run.dir={run_dir}"]
+        ),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -259,7 +287,7 @@ def test_each_kind_of_mistake_from_a_real_process(case, tmp_path):
 
 
 def test_the_cases_cover_every_kind_and_group():
-    assert len(CASES) >= 60
+    assert len(CASES) >= 110  # 100 before issue 44's NaN, device and run-directory cases
     assert {kind for kind, _, _ in CASES} == set(KINDS)
     words = " ".join(" ".join(argv) for _, argv, _ in CASES)
     for group in ("seed", "device", "threads", "env", "agent", "trainer", "logger", "compile"):
@@ -278,14 +306,18 @@ def bad_values(tp, meta) -> list:
         out.append("maybe")
     elif inner in (int, float):
         out += ["many"] + ([2.5] if inner is int else [])
+        if inner is float and not meta.get("nonfinite"):  # every float key: NaN, inf
+            out += [float("nan"), float("inf"), float("-inf")]
         step = 1 if inner is int else 0.5
         for bound, bad in (("ge", -step), ("gt", 0), ("le", step), ("lt", 0)):
             if meta.get(bound) is not None:
                 out.append(meta[bound] + bad)
     elif inner is str:
         out.append("bogus" if meta.get("choices") else 7)
-    elif __import__("typing").get_origin(inner) is list:
+    elif typing.get_origin(inner) is list:
         out.append(7)
+        if typing.get_args(inner) == (float,) and not meta.get("nonfinite"):
+            out.append([float("inf")])
         if meta.get("choices"):
             out.append(["bogus"])
         if meta.get("ge") is not None:
@@ -357,7 +389,7 @@ def test_every_key_of_every_option_refuses_a_bad_value():
         except ConfigError as err:
             if "\n" in str(err) or not str(err).startswith(key):
                 failures.append(f"{base} {key}={bad!r}: {err}")
-    assert count >= 300
+    assert count >= 800  # with NaN, inf and -inf for every float key
     assert not failures, "\n".join(failures[:20])
 
 
@@ -385,7 +417,7 @@ def test_every_key_of_every_option_exits_2_leaving_error_txt(tmp_path, capsys, m
         )
         if not ok:
             failures.append(f"{base} {key}={bad!r}: exit {stop.value.code}, {lines}")
-    assert count >= 300
+    assert count >= 800  # with NaN, inf and -inf for every float key
     assert not failures, "\n".join(failures[:20])
 
 

@@ -99,3 +99,41 @@ def test_torchrun_run_writes_once_counts_all_frames_and_resumes_on_one_rank(tmp_
     assert odd.returncode != 0
     errors = [line for line in odd.stderr.splitlines() if line.startswith("gpurl: error:")]
     assert len(errors) == 1 and "batch_size=33" in errors[0], odd.stderr[-2000:]
+
+
+@pytest.mark.slow  # two torchrun runs: ~40 s
+def test_torchrun_stops_every_rank_on_a_signal_and_resume_auto_continues(tmp_path):
+    """SIGTERM to torchrun, which forwards it to every rank: the ranks agree at the next
+    log, rank 0 writes the checkpoint and summary at the frames where all stopped, and
+    the same command with trainer.resume=auto continues on both ranks."""
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    command = [
+        *TORCHRUN,
+        *["-m", "gpurl.train", *TINY_DQN, "logger=none", "trainer.total_frames=1600"],
+        *["trainer.resume=auto", f"hydra.run.dir={run_dir}"],
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    ckpt = run_dir / "checkpoints" / "last.pt"
+    deadline = time.time() + 240
+    while not ckpt.is_file() and time.time() < deadline:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    stops = [line for line in err.splitlines() if line.startswith("gpurl: stopped by SIGTERM")]
+    assert len(stops) == 1, err[-3000:]  # rank 0's line, once
+    stopped = json.loads((run_dir / "summary.json").read_text())
+    assert stopped["stopped"] == "signal" and stopped["signal"] == "SIGTERM"
+    assert 400 <= stopped["frames"] < 1600 and stopped["frames"] % 200 < 16  # at a log
+    assert torch.load(ckpt, weights_only=True)["frames"] == stopped["frames"]
+
+    again = _run(tmp_path, *command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "trainer.resume=auto: continuing from" in again.stderr
+    done = json.loads((run_dir / "summary.json").read_text())
+    assert done["frames"] == 1600 and done["world_size"] == 2
+    assert [f for f, _ in done["eval_history"]] == [400, 800, 1200, 1600]

@@ -135,7 +135,10 @@ def test_a_checkpoint_without_digest_still_loads(tmp_path):
     assert load_checkpoint(tmp_path, "cpu")["frames"] == 5
 
 
-def test_resume_from_a_run_whose_last_checkpoint_is_corrupt(tmp_path, caplog):
+@pytest.mark.parametrize("how", ["explicit", "auto"])
+def test_resume_from_a_run_whose_last_checkpoint_is_corrupt(tmp_path, caplog, how):
+    """trainer.resume=<run dir> and trainer.resume=auto (the run continued in its own
+    directory, as a requeued job) alike take prev.pt, with one warning line."""
     first = tiny_trainer(
         tmp_path / "first",
         "trainer.total_frames=64",
@@ -148,10 +151,12 @@ def test_resume_from_a_run_whose_last_checkpoint_is_corrupt(tmp_path, caplog):
     data = bytearray(last.read_bytes())
     data[-200] ^= 0xFF
     last.write_bytes(bytes(data))
+    resume, run_dir = {
+        "explicit": (tmp_path / "first", tmp_path / "resumed"),
+        "auto": ("auto", tmp_path / "first"),
+    }[how]
     with caplog.at_level(logging.WARNING):
-        resumed = tiny_trainer(
-            tmp_path / "resumed", "trainer.total_frames=64", f"trainer.resume={tmp_path / 'first'}"
-        )
+        resumed = tiny_trainer(run_dir, "trainer.total_frames=64", f"trainer.resume={resume}")
     assert resumed.frames == 32 == int(resumed.progress.frames)
     assert resumed.last_checkpoint == (last.with_name("prev.pt"), 32)
     assert len(warnings_of(caplog)) == 1

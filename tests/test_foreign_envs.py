@@ -62,6 +62,30 @@ def make_one_chain():
     return ChainEnv(0)
 
 
+class ForwardingChainEnv(ChainEnv):
+    """An unbatched env of one's own with no max_episode_steps, whose __getattr__
+    forwards a name it lacks, as TorchRL's batched envs and many wrappers do; here to an
+    attribute that is itself missing, so a getattr of a missing name recurses until
+    RecursionError (the issue-44 traceback)."""
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name in ("batch_size", "device"):
+            return super().__getattr__(name)
+        return getattr(self, f"forwarded_{name}")
+
+
+def make_forwarding_chain():
+    return ForwardingChainEnv(0)
+
+
+class LimitedChainEnv(ChainEnv):
+    max_episode_steps = 7  # its own limit, read without getattr
+
+
+def make_limited_chain():
+    return LimitedChainEnv(0)
+
+
 def make_cartpole(num_envs, device, seed):
     return CartPoleEnv(num_envs, device, seed)
 
@@ -85,6 +109,41 @@ def test_an_unbatched_factory_is_copied_num_envs_times():
     env = custom(f"{__name__}.make_one_chain", n=3)
     assert isinstance(env.base_env, SerialEnv) and env.batch_size == (3,)
     assert env.rollout(3).batch_size == (3, 3)
+
+
+def test_a_forwarding_env_without_a_limit_is_never_asked_by_getattr():
+    with pytest.raises(RecursionError):  # what a getattr of a missing name does
+        _ = make_forwarding_chain().max_episode_steps
+    for n in (1, 8):
+        env = custom(f"{__name__}.make_forwarding_chain", n=n)
+        assert env.batch_size == (n,) and env.max_episode_steps == 1000  # the default
+        assert custom(f"{__name__}.make_limited_chain", n=n).max_episode_steps == 7
+        given = custom(f"{__name__}.make_forwarding_chain", n=n, max_episode_steps=60)
+        assert given.max_episode_steps == 60
+
+
+@pytest.mark.parametrize("num_envs", [1, 8])
+def test_a_forwarding_env_without_a_limit_trains(tmp_path, num_envs):
+    """env.max_episode_steps null: evaluation runs to the default cap, 1000 steps."""
+    cfg = load_config(
+        [
+            "env=custom",
+            f"env._target_={__name__}.make_forwarding_chain",
+            f"env.num_envs={num_envs}",
+            "env.eval_envs=1",
+            "agent.hidden=[8]",
+            "trainer.total_frames=64",
+            "trainer.init_random_frames=32",
+            "trainer.batch_size=8",
+            "logger=none",
+            "trainer.progress=false",
+        ]
+    )
+    trainer = build(cfg, tmp_path)
+    assert trainer.env.max_episode_steps == 1000
+    summary = trainer.train()
+    assert summary["frames"] == 64 and trainer.progress.update_count > 0
+    assert len(summary["eval_history"]) == 1
 
 
 def test_a_native_env_of_ones_own_is_used_as_it_is():

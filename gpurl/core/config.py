@@ -35,14 +35,24 @@ def key(
     lt=None,
     choices=None,
     nonempty=False,
+    nonfinite=False,
     note: tuple[str, ...] = (),
 ):
     """A config key: its default, its one-line doc and its range (bounds apply to a
     number or to each item of a list; `choices` likewise, a tuple or a function that
-    returns one, for choices that registries fill). `note`: comment lines written above
-    the key in its YAML file."""
+    returns one, for choices that registries fill). A float key refuses NaN and
+    infinities unless `nonfinite` (its doc then says what they mean). `note`: comment
+    lines written above the key in its YAML file."""
     meta = dict(
-        doc=doc, ge=ge, gt=gt, le=le, lt=lt, choices=choices, nonempty=nonempty, note=tuple(note)
+        doc=doc,
+        ge=ge,
+        gt=gt,
+        le=le,
+        lt=lt,
+        choices=choices,
+        nonempty=nonempty,
+        nonfinite=nonfinite,
+        note=tuple(note),
     )
     return _field(default, meta)
 

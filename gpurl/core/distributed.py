@@ -115,3 +115,21 @@ def mean_over_ranks(values: dict[str, float], device: torch.device) -> dict[str,
     dist.all_reduce(t)
     t /= dist.get_world_size()
     return dict(zip(values, t.tolist(), strict=True))
+
+
+def max_over_ranks(value: int, device: torch.device) -> int:
+    """The largest of every rank's `value` (a stop request's signal number, 0 for none)."""
+    if not active():
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def broadcast_object(value):
+    """Rank 0's `value` on every rank (a choice rank 0 makes for all: resume=auto's file)."""
+    if not active():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

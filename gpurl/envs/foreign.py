@@ -133,8 +133,29 @@ def as_gpurl_env(
     (Gymnasium's registry value, say), else 1000."""
     if isinstance(env, EnvHooks):
         return env
-    steps = max_episode_steps or getattr(env, "max_episode_steps", None) or 1000
+    steps = max_episode_steps or own_episode_limit(env) or DEFAULT_EPISODE_LIMIT
     return ForeignEnv(env, max_episode_steps=int(steps), collector=collector)
+
+
+# The evaluation cap of an env that has none of its own and is given no env.max_episode_steps.
+DEFAULT_EPISODE_LIMIT = 1000
+
+
+def own_episode_limit(env) -> int | None:
+    """`env`'s own max_episode_steps (a positive int), read without getattr: TorchRL's
+    batched and transformed envs, and many wrappers of users' own, forward a name they
+    lack through __getattr__, which for an env without one can recurse until
+    RecursionError (a thousand-line traceback). Only the instance's and its class's own
+    attribute count; a property is called as the class defines it."""
+    value = inspect.getattr_static(env, "max_episode_steps", None)
+    if isinstance(value, property):
+        try:
+            value = value.fget(env)
+        except Exception:  # a property that fails is no episode limit
+            return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
 
 
 # What make_target_env hands a factory, where its signature takes it.
@@ -193,16 +214,19 @@ def make_target_env(
                 f"env._target_={target} returned {type(env).__name__}, not a TorchRL EnvBase: "
                 f"return one (TorchRL's wrappers turn Gymnasium, DMC, VMAS... envs into one)"
             )
+        own_limit = own_episode_limit(env)  # the factory's env's, not a SerialEnv's
         n = int(num_envs)
-        if "num_envs" not in given and env.batch_size.numel() != n:
-            if env.batch_size != torch.Size():
+        unbatched = env.batch_size == torch.Size()
+        if "num_envs" not in given and (unbatched or env.batch_size.numel() != n):
+            if not unbatched:
                 raise ConfigError(
                     f"env._target_={target} built {env.batch_size.numel()} envs and takes no "
                     f"num_envs: set env.num_envs={env.batch_size.numel()}"
                 )
-            if n > 1:  # one env per call: n of them, stepped one after another
-                env.close()
-                env = SerialEnv(n, build)
+            # one env per call: n of them, stepped one after another (one too: the
+            # collector and the metrics need a batch dimension)
+            env.close()
+            env = SerialEnv(n, build)
     except TypeError as err:
         raise ConfigError(f"bad option for env._target_={target}: {err}") from None
     if isinstance(env, ForeignEnv):  # gpurl's hooks on a foreign env (env=envpool, env=dmc)
@@ -216,5 +240,5 @@ def make_target_env(
     run_device = torch.device(device)
     moved = env.device is not None and torch.device(env.device) != run_device
     cast = DeviceCastTransform(run_device, env.device) if moved else None
-    steps = max_episode_steps or getattr(env, "max_episode_steps", None) or 1000
+    steps = max_episode_steps or own_limit or DEFAULT_EPISODE_LIMIT
     return ForeignEnv(env, cast, max_episode_steps=int(steps), collector=collector)

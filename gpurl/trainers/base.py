@@ -15,6 +15,10 @@ Under torchrun (core/distributed.py) every rank runs this loop in step: `frames`
 counts all ranks' frames, the update metrics are averaged over the ranks at each log,
 and rank 0 alone evaluates, logs, shows the bar and writes checkpoints.
 
+A signal (SIGTERM, SIGINT, SIGUSR1: core/signals.py) sets a flag the loop reads between
+iterations; the loop then ends after the iteration under way, writes a checkpoint, and
+the summary says so (stopped: "signal"). Under torchrun the ranks agree on it at a log.
+
 Faults stop the run with one line (gpurl.errors.RunFault) and keep the last good
 checkpoint (trainers/checkpoint.py keeps the one before it too):
 - a NaN or inf in an update metric (losses) or a parameter: NonFiniteError. The metric
@@ -38,6 +42,7 @@ from tqdm import tqdm
 from gpurl.core import distributed
 from gpurl.core.compile import EAGER, CompileSpec
 from gpurl.core.config import plain_keys
+from gpurl.core.signals import STOP_SIGNALS, StopSignals
 from gpurl.errors import CheckpointWriteError, ConfigError, NonFiniteError
 from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.compile import compile_policy, env_step
@@ -112,6 +117,10 @@ class Trainer:
         # (file, frames) of the newest checkpoint known good: written or resumed from
         self.last_checkpoint: tuple[Path, int] | None = None
         self.checked_frames = 0  # frames at the last finite check that passed
+        # a stop request (core/signals.py): gpurl.train sets one whose handlers are live;
+        # this one, never entered, only stops the loop when a test or tool sets .signal
+        self.stop = StopSignals()
+        self.stopped_by: str | None = None  # the signal that ended the loop, if one did
 
     @property
     def frames(self) -> int:
@@ -145,7 +154,8 @@ class Trainer:
         postfix: dict[str, str] = {}
         self.checked_frames = self.frames
         solved = False  # trainer.stop_at_return reached: end here, checkpoint included
-        while self.frames < t.total_frames and not solved:
+        stopping = False  # a signal asked the run to stop: end here, checkpoint included
+        while self.frames < t.total_frames and not solved and not stopping:
             before = self.frames
             self.iteration()
             bar.update(self.frames - before)
@@ -172,7 +182,8 @@ class Trainer:
                 next_video = _next_multiple(self.frames, every_video)
                 if self.rank == 0 and self.video_env is not None:
                     self.record_video()
-            if self.frames >= next_ckpt or self.frames >= t.total_frames or solved:
+            stopping = self.stop_requested(logged)
+            if self.frames >= next_ckpt or self.frames >= t.total_frames or solved or stopping:
                 next_ckpt = _next_multiple(self.frames, t.checkpoint_interval)
                 self.wall_time = time.perf_counter() - start
                 if self.rank == 0:
@@ -180,6 +191,21 @@ class Trainer:
         bar.close()
         self.wall_time = time.perf_counter() - start
         return self.finish()
+
+    def stop_requested(self, logged: bool) -> bool:
+        """Whether to stop after this iteration for a signal (self.stop), and which
+        (self.stopped_by). One process: at once. Under torchrun the ranks agree at a log,
+        where they all-reduce the metrics anyway: a signal that reached any rank stops
+        them all at the same iteration, and rank 0 writes the checkpoint."""
+        if self.frames >= self.cfg.total_frames:  # the run is complete: no stop to report
+            return False
+        if self.world == 1:
+            self.stopped_by = self.stop.signal
+        elif logged:
+            mine = STOP_SIGNALS.index(self.stop.signal) + 1 if self.stop.signal else 0
+            agreed = distributed.max_over_ranks(mine, self.device)
+            self.stopped_by = STOP_SIGNALS[agreed - 1] if agreed else None
+        return self.stopped_by is not None
 
     def reached(self, target: float | None) -> bool:
         """Whether the newest evaluation reached `target` (trainer.stop_at_return): its
@@ -482,12 +508,22 @@ class Trainer:
             "eval_history": self.eval_history,
             "eval_log": self.eval_log,
             "stopped_at_return": self.reached(self.cfg.get("stop_at_return")),
+            **self.stop_record(),
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "best_checkpoint": str(self.best_path) if self.best_path.is_file() else None,
             "videos": self.videos,
             "learning_curve": str(curve),
         }
+
+    def stop_record(self) -> dict:
+        """Why the loop ended: "stopped" is "signal" (with the signal's name),
+        "stop_at_return" or "total_frames"."""
+        if self.stopped_by is not None:
+            return {"stopped": "signal", "signal": self.stopped_by}
+        if self.reached(self.cfg.get("stop_at_return")):
+            return {"stopped": "stop_at_return"}
+        return {"stopped": "total_frames"}
 
     def finish_runs(self, title: str) -> dict:
         """The group's summary (each run's final evaluation, their IQM and mean with
@@ -537,6 +573,7 @@ class Trainer:
             "aggregate": aggregate(np.array(finals)) if all(map(math.isfinite, finals)) else None,
             "eval_history": self.eval_history,
             "stopped_at_return": self.reached(self.cfg.get("stop_at_return")),
+            **self.stop_record(),
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),

@@ -25,7 +25,8 @@ def plot_learning_curve(path: Path, title: str, eval_history, train_history) -> 
     ax.set_ylabel("episode return")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    if train_history or eval_history:  # a run stopped early may have neither yet
+        ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
