@@ -77,6 +77,7 @@ def _assert_close_steps(eager, compiled, step, steps, gen):
     return ended
 
 
+@pytest.mark.slow  # Inductor compiles the rollout: seconds, as the other compiled checks
 def test_compiled_cartpole_follows_eager(cartpoles):
     eager, compiled, step = cartpoles
     gen = torch.Generator().manual_seed(0)
