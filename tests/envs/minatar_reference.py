@@ -31,8 +31,11 @@ class FakeRandom:
         self.u = np.zeros(0)
         self.calls = {}
 
-    def serve(self, u):
+    def serve(self, u, offset: int = 0):
+        """Serve the draws from `u`; the game's slots start at `offset` (1 on a step,
+        after the sticky-action slot 0)."""
         self.u = np.asarray(u, dtype=np.float64)
+        self.offset = offset
         self.calls = {}
 
     def _slots(self, n: int) -> np.ndarray:
@@ -42,7 +45,7 @@ class FakeRandom:
             if fragment in line:
                 k = self.calls.get(fragment, 0)
                 self.calls[fragment] = k + 1
-                start = first + k * width
+                start = first + k * width + (0 if fragment == STICKY_SITE[0] else self.offset)
                 assert n <= width and start + n <= len(self.u), (line, k, len(self.u))
                 return self.u[start : start + n]
         raise AssertionError(f"a reference draw at an unmapped site: {line.strip()}")
@@ -74,10 +77,12 @@ def reference_env(game: str, sticky_prob: float, ramping: bool, sites):
     return ref, fake
 
 
-def run_parity(env, sites, steps: int, seed: int = 0):
+def run_parity(env, sites, steps: int, seed: int = 0, weights=None, setup=None):
     """Step gpurl's env (lean path, random actions) and one reference env per batch
     entry from the same draws; assert equal observations, rewards and terminals on
-    every step and reset. Returns the number of episodes that ended and the rewards."""
+    every step and reset. `weights`: the actions' odds (uniform if None); `setup(env,
+    refs)` may set both sides' states alike after the first reset. Returns the number
+    of episodes that ended and the rewards."""
     draws = []
     uniform = env._uniform
 
@@ -95,17 +100,20 @@ def run_parity(env, sites, steps: int, seed: int = 0):
         fake.serve(reset_u[i])
         ref.reset()
         _same(ref, obs[i], f"env {i} after its first reset")
+    if setup is not None:
+        setup(env, [ref for ref, _ in refs])
     actions = torch.tensor(env.rules.actions)
+    odds = torch.ones(len(actions)) if weights is None else torch.tensor(weights, dtype=torch.float)
     gen = torch.Generator().manual_seed(seed)
     ended, rewards = 0, 0.0
     for t in range(steps):
         draws.clear()
-        a = torch.randint(0, len(actions), (n,), generator=gen)
+        a = torch.multinomial(odds, n, replacement=True, generator=gen)
         nxt, obs = env.lean_step(a)
         obs = obs["observation"]
         step_u, reset_u = draws
         for i, (ref, fake) in enumerate(refs):
-            fake.serve(step_u[i])
+            fake.serve(step_u[i], offset=1)
             r, terminal = ref.act(int(actions[a[i]]))
             where = f"env {i}, step {t}"
             assert float(nxt["reward"][i, 0]) == r, where

@@ -11,6 +11,10 @@ from tests.envs.minatar_reference import run_parity
 # per game: the reference's draw sites -> gpurl's noise slots (after the sticky slot 0)
 SITES = {
     "breakout": [("ball_start = self.random.randint(2)", 0, 1)],
+    "freeway": [
+        ("speeds = self.random.randint(1,6,8)", 0, 8),
+        ("directions = np.sign(self.random.rand(8) - 0.5)", 8, 8),
+    ],
 }
 
 
@@ -18,16 +22,25 @@ def _env(game, num_envs=8, seed=0, **kw):
     return make_env({"name": "minatar", "game": game, **kw}, num_envs=num_envs, seed=seed)
 
 
-def _sites(game):
-    # reset draws are served from the reset uniforms, step draws after the sticky slot
-    return SITES[game]
+def _short_freeway(env, refs):
+    """Episodes of 100 to 170 frames left, on both sides: some end within the test."""
+    left = torch.arange(env.num_envs) * 10 + 100
+    game = env.env_state.game
+    env.env_state = env.env_state._replace(game=game._replace(time_left=left))
+    for ref, t in zip(refs, left.tolist(), strict=True):
+        ref.env.terminate_timer = t
+
+
+# per game: the odds of the minimal actions (uniform if absent), a setup of both sides
+POLICY = {"freeway": ([1, 6, 1], _short_freeway)}
 
 
 @pytest.mark.parametrize("game", SITES)
 @pytest.mark.parametrize("sticky", [0.1, 0.5])
 def test_parity_with_the_reference(game, sticky):
     env = _env(game, sticky_prob=sticky, seed=int(sticky * 10))
-    ended, rewards = run_parity(env, _sites(game), steps=300)
+    weights, setup = POLICY.get(game, (None, None))
+    ended, rewards = run_parity(env, SITES[game], 300, weights=weights, setup=setup)
     assert ended > 0 and rewards > 0
 
 
