@@ -11,6 +11,11 @@ from tests.envs.minatar_reference import run_parity
 # per game: the reference's draw sites -> gpurl's noise slots (after the sticky slot 0)
 SITES = {
     "breakout": [("ball_start = self.random.randint(2)", 0, 1)],
+    "asterix": [
+        ("lr = self.random.rand() < 1/2", 0, 1),
+        ("is_gold = self.random.rand() < 1/3", 1, 1),
+        ("slot = slot_options[self.random.randint(len(slot_options))]", 2, 1),
+    ],
     "freeway": [
         ("speeds = self.random.randint(1,6,8)", 0, 8),
         ("directions = np.sign(self.random.rand(8) - 0.5)", 8, 8),
@@ -31,16 +36,41 @@ def _short_freeway(env, refs):
         ref.env.terminate_timer = t
 
 
+def _ramp_soon(field):
+    """The first ramp 0, 3, 6, ... frames in, on both sides: ramps happen within the test."""
+
+    def setup(env, refs):
+        soon = torch.arange(env.num_envs) * 3
+        game = env.env_state.game
+        env.env_state = env.env_state._replace(game=game._replace(**{field: soon}))
+        for ref, t in zip(refs, soon.tolist(), strict=True):
+            setattr(ref.env, field, t)
+
+    return setup
+
+
 # per game: the odds of the minimal actions (uniform if absent), a setup of both sides
-POLICY = {"freeway": ([1, 6, 1], _short_freeway)}
+POLICY = {
+    "freeway": ([1, 6, 1], _short_freeway),
+    "asterix": (None, _ramp_soon("ramp_timer")),
+}
 
 
 @pytest.mark.parametrize("game", SITES)
-@pytest.mark.parametrize("sticky", [0.1, 0.5])
-def test_parity_with_the_reference(game, sticky):
-    env = _env(game, sticky_prob=sticky, seed=int(sticky * 10))
+@pytest.mark.parametrize(("sticky", "ramping"), [(0.1, True), (0.5, True), (0.1, False)])
+def test_parity_with_the_reference(game, sticky, ramping):
+    env = _env(game, sticky_prob=sticky, difficulty_ramping=ramping, seed=int(sticky * 10))
     weights, setup = POLICY.get(game, (None, None))
-    ended, rewards = run_parity(env, SITES[game], 300, weights=weights, setup=setup)
+    ended, rewards = run_parity(env, SITES[game], 200, weights=weights, setup=setup)
+    assert ended > 0 and rewards > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", SITES)
+def test_long_parity_with_the_reference(game):
+    """32 envs for 3,000 steps each from their resets: ramps run their course."""
+    env = _env(game, num_envs=32, seed=7)
+    ended, rewards = run_parity(env, SITES[game], 3000, seed=7, weights=POLICY.get(game, [None])[0])
     assert ended > 0 and rewards > 0
 
 
