@@ -16,6 +16,7 @@ SITES = {
         ("is_gold = self.random.rand() < 1/3", 1, 1),
         ("slot = slot_options[self.random.randint(len(slot_options))]", 2, 1),
     ],
+    "space_invaders": [],  # no draws but the sticky actions
     "freeway": [
         ("speeds = self.random.randint(1,6,8)", 0, 8),
         ("directions = np.sign(self.random.rand(8) - 0.5)", 8, 8),
@@ -49,10 +50,25 @@ def _ramp_soon(field):
     return setup
 
 
+def _thin_wave(env, refs):
+    """Waves of one to eight aliens on both sides: waves are cleared and ramps happen
+    within the test."""
+    import numpy as np
+
+    game = env.env_state.game
+    aliens = game.aliens.clone()
+    for i in range(env.num_envs):
+        aliens[i, :3] = False
+        aliens[i, 3, 2 + (i % 6) + 1 :] = False
+        refs[i].env.alien_map = aliens[i].numpy().astype(np.float64)
+    env.env_state = env.env_state._replace(game=game._replace(aliens=aliens))
+
+
 # per game: the odds of the minimal actions (uniform if absent), a setup of both sides
 POLICY = {
     "freeway": ([1, 6, 1], _short_freeway),
     "asterix": (None, _ramp_soon("ramp_timer")),
+    "space_invaders": ([1, 1, 1, 3], _thin_wave),
 }
 
 
