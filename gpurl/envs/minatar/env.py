@@ -67,7 +67,7 @@ class MinAtarConfig(EnvConfig):
         True, "true: the games that ramp speed up over an episode, as published"
     )
     max_episode_steps: int = key(
-        100_000, "steps before an episode is truncated (MinAtar has no cap)", ge=1
+        10_000, "steps before an episode is truncated (MinAtar has no cap: a FIX)", ge=1
     )
 
 
@@ -82,7 +82,7 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         game: str = "breakout",
         sticky_prob: float = 0.1,
         difficulty_ramping: bool = True,
-        max_episode_steps: int = 100_000,
+        max_episode_steps: int = 10_000,
     ):
         spec = check_game(game)
         if not 0.0 <= float(sticky_prob) <= 1.0:
