@@ -117,3 +117,91 @@ def test_lean_steps_read_nothing_on_the_host(game):
         for _ in range(20):
             env.lean_step(action)
     assert reads.count == 0, reads.report()
+
+
+# -- agreement in distribution with the reference's own randomness (slow) -----------------
+EPISODES = 2000
+
+
+def _track_ball(obs: torch.Tensor) -> torch.Tensor:
+    """Breakout: move the paddle under the ball's column (obs [N, C, 10, 10])."""
+    cols = torch.arange(10)
+    paddle = (obs[:, 0, 9].long() * cols).sum(-1)
+    ball = (obs[:, 1].any(1).long() * cols).sum(-1)
+    return torch.where(ball < paddle, 1, torch.where(ball > paddle, 2, 0))
+
+
+# per game: a scripted policy over observations [N, C, 10, 10] -> minimal actions [N]
+SCRIPTED = {
+    "breakout": _track_ball,
+    "asterix": lambda obs: torch.full((len(obs),), 2),  # always up
+    "space_invaders": lambda obs: torch.full((len(obs),), 3),  # always fire
+}
+
+
+def _gpurl_episodes(game, policy, seed):
+    """One episode per env, 2,000 envs: returns and lengths."""
+    env = _env(game, num_envs=EPISODES, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = len(env.rules.actions)
+
+    def act(obs):
+        if policy is None:
+            return {"action": torch.randint(0, n, (EPISODES,), generator=gen)}
+        return {"action": policy(obs["observation"])}
+
+    out = env.play_episodes(act)
+    assert not (out["length"] >= env.max_episode_steps).any()
+    return out["return"].double(), out["length"].double()
+
+
+def _reference_episodes(game, policy, seed):
+    import numpy as np
+    from minatar import Environment
+
+    rng = np.random.RandomState(seed)
+    returns, lengths = [], []
+    for i in range(EPISODES):
+        # a fresh env an episode, as each of gpurl's envs plays its first: the previous
+        # action, which sticky actions repeat, starts at no-op
+        ref = Environment(game)  # sticky actions 0.1 and ramping, as published
+        ref.seed(seed * EPISODES + i)
+        actions = ref.minimal_action_set()
+        ref.reset()
+        total, steps, terminal = 0.0, 0, False
+        while not terminal:
+            if policy is None:
+                a = rng.randint(len(actions))
+            else:
+                obs = torch.from_numpy(np.ascontiguousarray(ref.state().transpose(2, 0, 1)))
+                a = int(policy(obs[None])[0])
+            r, terminal = ref.act(actions[a])
+            total, steps = total + r, steps + 1
+        returns.append(total)
+        lengths.append(steps)
+    return torch.tensor(returns, dtype=torch.float64), torch.tensor(lengths, dtype=torch.float64)
+
+
+def _agree(ours: torch.Tensor, theirs: torch.Tensor, what: str) -> str:
+    se = (ours.var() / len(ours) + theirs.var() / len(theirs)).sqrt()
+    gap = (ours.mean() - theirs.mean()).abs()
+    line = (
+        f"{what}: gpurl {ours.mean():.3f} ± {ours.std() / len(ours) ** 0.5:.3f}, "
+        f"reference {theirs.mean():.3f} ± {theirs.std() / len(theirs) ** 0.5:.3f} "
+        f"({gap / se:.2f} s.e. apart)"
+    )
+    assert gap <= 3 * se, line
+    return line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scripted", [False, True], ids=["random", "scripted"])
+@pytest.mark.parametrize("game", SCRIPTED)
+def test_episode_statistics_agree_with_the_reference(game, scripted):
+    """2,000 episodes a side from each side's own randomness: mean return and length
+    within 3 standard errors, under a uniform random policy and a scripted one."""
+    policy = SCRIPTED[game] if scripted else None
+    ours = _gpurl_episodes(game, policy, seed=11)
+    theirs = _reference_episodes(game, policy, seed=11)
+    print(_agree(ours[0], theirs[0], f"{game} return"))
+    print(_agree(ours[1], theirs[1], f"{game} length"))
