@@ -42,7 +42,9 @@ class FakeRandom:
         frame = sys._getframe(2)
         line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
         for fragment, first, width in self.sites:
-            if fragment in line:
+            # "function::text": the text at a call site in that function
+            function, _, text = fragment.rpartition("::")
+            if text in line and function in ("", frame.f_code.co_name):
                 k = self.calls.get(fragment, 0)
                 self.calls[fragment] = k + 1
                 start = first + k * width + (0 if fragment == STICKY_SITE[0] else self.offset)

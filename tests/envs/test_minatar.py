@@ -17,6 +17,13 @@ SITES = {
         ("is_gold = self.random.rand() < 1/3", 1, 1),
         ("slot = slot_options[self.random.randint(len(slot_options))]", 2, 1),
     ],
+    "seaquest": [
+        ("_spawn_enemy::lr = self.random.rand() < 1/2", 0, 1),
+        ("_spawn_enemy::is_sub = self.random.rand() < 1/3", 1, 1),
+        ("_spawn_enemy::y = self.random.randint(low=1, high=9)", 2, 1),
+        ("_spawn_diver::lr = self.random.rand() < 1/2", 3, 1),
+        ("_spawn_diver::y = self.random.randint(low=1, high=9)", 4, 1),
+    ],
     "space_invaders": [],  # no draws but the sticky actions
     "freeway": [
         ("speeds = self.random.randint(1,6,8)", 0, 8),
@@ -65,11 +72,39 @@ def _thin_wave(env, refs):
     env.env_state = env.env_state._replace(game=game._replace(aliens=aliens))
 
 
+def _divers_aboard(env, refs):
+    """1 to 6 divers aboard and oxygen from 200 down (5 in the last env), on both sides:
+    surfacing pays, ramps, and oxygen runs out within the test."""
+    i = torch.arange(env.num_envs)
+    aboard = i % 6 + 1
+    oxygen = torch.where(i == env.num_envs - 1, 5, 200 - (i * 20) % 200)
+    game = env.env_state.game._replace(diver_count=aboard, oxygen=oxygen)
+    env.env_state = env.env_state._replace(game=game)
+    for ref, n, o in zip(refs, aboard.tolist(), oxygen.tolist(), strict=True):
+        ref.env.diver_count, ref.env.oxygen = n, o
+
+
+def _dense_seaquest(env, refs):
+    """Seaquest ramped near its end (an enemy every 1 to 3 frames, moving every 3 or 4)
+    with divers aboard, on both sides: crowded lanes, many bullets, conflicts."""
+    i = torch.arange(env.num_envs)
+    fields = dict(e_spawn_speed=1 + i % 3, move_speed=2 + i % 2, diver_count=i % 6 + 1)
+    game = env.env_state.game._replace(**fields)
+    env.env_state = env.env_state._replace(game=game)
+    for k, ref in enumerate(refs):
+        for name, value in fields.items():
+            setattr(ref.env, name, int(value[k]))
+
+
+# the slow test's setups (the first episode of each env only)
+LONG_SETUP = {"seaquest": _dense_seaquest}
+
 # per game: the odds of the minimal actions (uniform if absent), a setup of both sides
 POLICY = {
     "freeway": ([1, 6, 1], _short_freeway),
     "asterix": (None, _ramp_soon("ramp_timer")),
     "space_invaders": ([1, 1, 1, 3], _thin_wave),
+    "seaquest": ([1, 1, 2, 1, 2, 3], _divers_aboard),
 }
 
 
@@ -88,7 +123,9 @@ def test_parity_with_the_reference(game, sticky, ramping):
 def test_long_parity_with_the_reference(game):
     """32 envs for 3,000 steps each from their resets: ramps run their course."""
     env = _env(game, num_envs=32, seed=7)
-    ended, rewards = run_parity(env, SITES[game], 3000, seed=7, weights=POLICY.get(game, [None])[0])
+    weights = POLICY.get(game, [None])[0]
+    setup = LONG_SETUP.get(game)
+    ended, rewards = run_parity(env, SITES[game], 3000, seed=7, weights=weights, setup=setup)
     assert ended > 0 and rewards > 0
 
 
@@ -136,6 +173,7 @@ SCRIPTED = {
     "breakout": _track_ball,
     "asterix": lambda obs: torch.full((len(obs),), 2),  # always up
     "space_invaders": lambda obs: torch.full((len(obs),), 3),  # always fire
+    "seaquest": lambda obs: torch.full((len(obs),), 4),  # always down: oxygen runs out
 }
 
 

@@ -22,15 +22,14 @@ from gpurl.core.config import declare, key
 from gpurl.core.registry import register
 from gpurl.envs.base import NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
-from gpurl.envs.minatar import asterix, breakout, freeway, space_invaders
+from gpurl.envs.minatar import asterix, breakout, freeway, seaquest, space_invaders
 from gpurl.envs.minatar.grid import SIZE, Game
 from gpurl.errors import ConfigError
 
 GAMES: dict[str, Game] = {
-    g.name: g for g in (breakout.GAME, freeway.GAME, asterix.GAME, space_invaders.GAME)
+    g.name: g
+    for g in (breakout.GAME, freeway.GAME, asterix.GAME, space_invaders.GAME, seaquest.GAME)
 }
-# the games MinAtar has; those not in GAMES are not built yet
-ALL_GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
 
 
 class MinAtarState(NamedTuple):

@@ -38,19 +38,20 @@ class Game:
 
 
 def cells(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> torch.Tensor:
-    """bool [..., 10, 10] with cell (y, x) set for each of the leading entries, where `on`
-    (bool, same shape as y) is True; positions outside the grid set nothing."""
-    inside = (y >= 0) & (y < SIZE) & (x >= 0) & (x < SIZE)
-    if on is not None:
-        inside = inside & on
-    flat = torch.where(inside, y * SIZE + x, SIZE * SIZE)
-    hot = torch.nn.functional.one_hot(flat, SIZE * SIZE + 1)[..., : SIZE * SIZE].bool()
-    return hot.reshape(*y.shape, SIZE, SIZE)
+    """bool [B, 10, 10] with cell (y, x) set for each env, where `on` (bool [B]) is True;
+    y and x [B]. A position outside the grid sets nothing."""
+    return cells_any(y.unsqueeze(1), x.unsqueeze(1), None if on is None else on.unsqueeze(1))
 
 
 def cells_any(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> torch.Tensor:
-    """cells() over the last dimension of y and x ([B, N]), merged: bool [B, 10, 10]."""
-    return cells(y, x, on).any(-3)
+    """bool [B, 10, 10] with cell (y, x) set for each of the B x N entries of y and x
+    [B, N] where `on` (bool [B, N]) is True; positions outside the grid set nothing."""
+    inside = (y >= 0) & (y < SIZE) & (x >= 0) & (x < SIZE)
+    if on is not None:
+        inside = inside & on
+    flat = torch.where(inside, y * SIZE + x, SIZE * SIZE)  # off the grid: one spare cell
+    grid = torch.zeros((len(y), SIZE * SIZE + 1), dtype=torch.bool, device=y.device)
+    return grid.scatter(1, flat, True)[:, : SIZE * SIZE].reshape(-1, SIZE, SIZE)
 
 
 def randint(u: torch.Tensor, low, high) -> torch.Tensor:
