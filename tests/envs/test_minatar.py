@@ -266,3 +266,24 @@ def test_specs_and_exact_resume_for_every_game(game):
     for _ in range(30):
         (n1, o1), (n2, o2) = env.lean_step(action), copy.lean_step(action)
         assert (n1 == n2).all() and (o1 == o2).all()
+
+
+@pytest.mark.parametrize("game", SITES)
+def test_lean_core_is_lean_step_eagerly(game):
+    """One LeanCore step with the generator's noise is lean_step, bit for bit, through
+    episode ends (force_reset on for a stretch)."""
+    env, ref = _env(game, num_envs=6, seed=9), _env(game, num_envs=6, seed=9)
+    env.lean_reset(), ref.lean_reset()
+    core = env.lean_core()
+    gen = torch.Generator().manual_seed(2)
+    for t in range(60):
+        env.force_reset = ref.force_reset = 20 <= t < 23
+        action = torch.randint(0, len(env.rules.actions), (6,), generator=gen)
+        nxt_r, obs_r = ref.lean_step(action)
+        noise = tuple(torch.rand(s, generator=env.rng) for s in core.noise_shapes)
+        work, nxt = core.step(core.unpack(*env.env_state), action, noise, env.force_reset)
+        env.env_state = core.pack(*work)
+        for key in nxt_r.keys():
+            assert torch.equal(nxt[key], nxt_r[key]), (t, key)
+        assert torch.equal(core.observe(*env.env_state)["observation"], obs_r["observation"])
+        assert torch.equal(env.steps, ref.steps)

@@ -20,7 +20,7 @@ from torchrl.data import Categorical
 
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
-from gpurl.envs.base import NativeEnv, StepResult, state_attributes
+from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 from gpurl.envs.minatar import asterix, breakout, freeway, seaquest, space_invaders
 from gpurl.envs.minatar.grid import SIZE, Game
@@ -131,3 +131,44 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
 
     def _observation(self):
         return {"observation": self.rules.observe(self.env_state.game)}
+
+    def lean_core(self) -> LeanCore:
+        b = self.num_envs
+        return LeanCore(
+            step=_core(self.rules, self._actions, self.sticky_prob, self.ramping,
+                       self.max_episode_steps),
+            noise_shapes=(torch.Size((b, 1 + self.rules.step_noise)),
+                          torch.Size((b, self.rules.reset_noise))),
+            observe=lambda game, last, steps: {"observation": self.rules.observe(game)},
+            pack=MinAtarState,
+        )  # fmt: skip
+
+
+def _core(rules: Game, actions: torch.Tensor, sticky: float, ramping: bool, max_steps: int):
+    """LeanCore.step: the sticky-action draw, the game's step, then fresh episodes where
+    done, from the same uniforms lean_step draws (the step's, then the reset's)."""
+
+    def step(work, action, noise, force_reset=False):
+        game, last, steps = work
+        u, fresh = noise
+        full = torch.where(u[:, 0] < sticky, last, actions[action.reshape(last.shape).long()])
+        game, reward, terminal = rules.step(game, full, u[:, 1:], ramping)
+        steps = steps + 1
+        reached = rules.observe(game)
+        if force_reset:
+            truncated = torch.ones_like(terminal)
+        else:
+            truncated = (steps >= max_steps) & ~terminal
+        done = terminal | truncated
+        game = rules.reset(game, done, fresh)
+        terminal, truncated = terminal.unsqueeze(-1), truncated.unsqueeze(-1)
+        nxt = {
+            "observation": reached,
+            "reward": reward.unsqueeze(-1),
+            "done": terminal | truncated,
+            "terminated": terminal,
+            "truncated": truncated,
+        }
+        return (game, full, torch.where(done, 0, steps)), nxt
+
+    return step
