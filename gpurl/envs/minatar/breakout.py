@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, cells
+from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, cells, lookup
 
 
 class BreakoutState(NamedTuple):
@@ -33,10 +33,6 @@ _DY = (-1, -1, 1, 1)
 _FLIP_X = (1, 0, 3, 2)
 _FLIP_Y = (3, 2, 1, 0)
 _FLIP_XY = (2, 3, 0, 1)
-
-
-def _table(values, like: torch.Tensor) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.int64, device=like.device)
 
 
 def _fresh_bricks(batch: int, device) -> torch.Tensor:
@@ -75,13 +71,12 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
     pos = torch.where(action == LEFT, (pos - 1).clamp_min(0), pos)
     pos = torch.where(action == RIGHT, (pos + 1).clamp_max(SIZE - 1), pos)
     last_x, last_y = ball_x, ball_y
-    new_x = ball_x + _table(_DX, d)[d]
-    new_y = ball_y + _table(_DY, d)[d]
-    flip_y = _table(_FLIP_Y, d)
+    new_x = ball_x + lookup(_DX, d)
+    new_y = ball_y + lookup(_DY, d)
 
     off_side = (new_x < 0) | (new_x > SIZE - 1)
     new_x = new_x.clamp(0, SIZE - 1)
-    d = torch.where(off_side, _table(_FLIP_X, d)[d], d)
+    d = torch.where(off_side, lookup(_FLIP_X, d), d)
 
     top = new_y < 0
     flat = bricks.reshape(len(d), -1)
@@ -99,8 +94,8 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
     corner = bottom & ~straight & (new_x == pos)  # it meets the paddle's corner
     terminal = bottom & ~straight & ~corner
 
-    d = torch.where(top | breaks | straight, flip_y[d], d)
-    d = torch.where(corner, _table(_FLIP_XY, d)[d], d)
+    d = torch.where(top | breaks | straight, lookup(_FLIP_Y, d), d)
+    d = torch.where(corner, lookup(_FLIP_XY, d), d)
     new_y = torch.where(top, 0, new_y)
     new_y = torch.where(breaks | straight | corner, last_y, new_y)
     strike = on_brick  # struck this step (broken, or passed through right after a break)

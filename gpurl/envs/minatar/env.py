@@ -23,7 +23,7 @@ from gpurl.core.registry import register
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 from gpurl.envs.minatar import asterix, breakout, freeway, seaquest, space_invaders
-from gpurl.envs.minatar.grid import SIZE, Game
+from gpurl.envs.minatar.grid import SIZE, Game, lookup
 from gpurl.errors import ConfigError
 
 GAMES: dict[str, Game] = {
@@ -102,7 +102,6 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
             },
             Categorical(len(spec.actions), shape=b, device=self.device),
         )
-        self._actions = torch.tensor(spec.actions, dtype=torch.int64, device=self.device)
         zero = torch.zeros(b, dtype=torch.int64, device=self.device)
         self.env_state = MinAtarState(spec.init(self.num_envs, self.device), zero, zero)
 
@@ -121,7 +120,7 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
     def _advance(self, action):
         game, last, steps = self.env_state
         u = self._uniform(1 + self.rules.step_noise)
-        full = self._actions[action.reshape(self.batch_size).long()]
+        full = lookup(self.rules.actions, action.reshape(self.batch_size).long())
         full = torch.where(u[:, 0] < self.sticky_prob, last, full)
         game, reward, terminal = self.rules.step(game, full, u[:, 1:], self.ramping)
         steps = steps + 1
@@ -135,7 +134,7 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
     def lean_core(self) -> LeanCore:
         b = self.num_envs
         return LeanCore(
-            step=_core(self.rules, self._actions, self.sticky_prob, self.ramping,
+            step=_core(self.rules, self.sticky_prob, self.ramping,
                        self.max_episode_steps),
             noise_shapes=(torch.Size((b, 1 + self.rules.step_noise)),
                           torch.Size((b, self.rules.reset_noise))),
@@ -144,14 +143,16 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         )  # fmt: skip
 
 
-def _core(rules: Game, actions: torch.Tensor, sticky: float, ramping: bool, max_steps: int):
+def _core(rules: Game, sticky: float, ramping: bool, max_steps: int):
     """LeanCore.step: the sticky-action draw, the game's step, then fresh episodes where
     done, from the same uniforms lean_step draws (the step's, then the reset's)."""
 
     def step(work, action, noise, force_reset=False):
         game, last, steps = work
         u, fresh = noise
-        full = torch.where(u[:, 0] < sticky, last, actions[action.reshape(last.shape).long()])
+        full = torch.where(
+            u[:, 0] < sticky, last, lookup(rules.actions, action.reshape(last.shape).long())
+        )
         game, reward, terminal = rules.step(game, full, u[:, 1:], ramping)
         steps = steps + 1
         reached = rules.observe(game)

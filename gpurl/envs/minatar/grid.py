@@ -58,3 +58,12 @@ def randint(u: torch.Tensor, low, high) -> torch.Tensor:
     """An integer uniform on [low, high) from a uniform [0, 1): low + floor(u (high - low))
     (int64); `high` may be a tensor."""
     return (low + (u * (high - low)).floor()).long().clamp_max(torch.as_tensor(high) - 1)
+
+
+def lookup(values: tuple[int, ...], index: torch.Tensor) -> torch.Tensor:
+    """values[index] for an int64 index tensor and a small table of Python ints: a chain
+    of selects, no table tensor (so the step traces with no tensor constants)."""
+    out = torch.full_like(index, values[0])
+    for i, value in enumerate(values[1:], start=1):
+        out = torch.where(index == i, value, out)
+    return out
