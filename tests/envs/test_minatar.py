@@ -287,3 +287,20 @@ def test_lean_core_is_lean_step_eagerly(game):
             assert torch.equal(nxt[key], nxt_r[key]), (t, key)
         assert torch.equal(core.observe(*env.env_state)["observation"], obs_r["observation"])
         assert torch.equal(env.steps, ref.steps)
+
+
+@pytest.mark.slow  # compiles the step: about 10 s a game on 2 CPU cores
+@pytest.mark.parametrize("game", SITES)
+def test_compiled_lean_step_follows_the_eager_env(game):
+    from gpurl.envs.compile import compile_lean_step
+
+    env, ref = _env(game, seed=3), _env(game, seed=3)
+    env.lean_reset(), ref.lean_reset()
+    step = compile_lean_step(env)
+    gen = torch.Generator().manual_seed(0)
+    for t in range(100):
+        action = torch.randint(0, len(env.rules.actions), (8,), generator=gen)
+        (nxt, obs), (nxt_r, obs_r) = step(action), ref.lean_step(action)
+        for key in nxt_r.keys():
+            assert torch.equal(nxt[key], nxt_r[key]), (t, key)
+        assert torch.equal(obs["observation"], obs_r["observation"]), t
