@@ -19,6 +19,14 @@ SMALL = {
 }  # fmt: skip
 
 
+# Breakout's two in the fast suite, the others in the slow one (every preset is composed
+# and checked against the schema in the fast suite by tests/test_bad_input.py)
+TRAINED = [
+    p if p.startswith("minatar_breakout") else pytest.param(p, marks=pytest.mark.slow)
+    for p in PRESETS
+]
+
+
 def _small(preset: str, agent: str) -> list[str]:
     return [
         f"experiment={preset}",
@@ -32,7 +40,7 @@ def _small(preset: str, agent: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("preset", TRAINED)
 def test_minatar_preset_composes_with_its_settings(tmp_path, preset):
     game, agent = preset.removeprefix("minatar_").rsplit("_", 1)
     full = load_config([f"experiment={preset}"])
@@ -44,13 +52,6 @@ def test_minatar_preset_composes_with_its_settings(tmp_path, preset):
         assert full.trainer.total_frames == 5_000_000 and full.trainer.buffer_size == 100_000
         assert full.agent.target_update_interval == 1000 and full.trainer.batch_size == 32
         assert full.trainer.init_random_frames == 5000 and full.env.num_envs == 1
-
-
-# Breakout's two in the fast suite, the others (a second or two each) in the slow one
-TRAINED = [
-    p if p.startswith("minatar_breakout") else pytest.param(p, marks=pytest.mark.slow)
-    for p in PRESETS
-]
 
 
 @pytest.mark.parametrize("preset", TRAINED)

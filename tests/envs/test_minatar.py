@@ -102,6 +102,12 @@ def _dense_seaquest(env, refs):
 # the slow test's setups (the first episode of each env only)
 LONG_SETUP = {"seaquest": _dense_seaquest}
 
+# Breakout and Seaquest (the simplest and the largest state) in the fast suite for the
+# shell-level checks, the others in the slow one
+SHELL_GAMES = [
+    g if g in ("breakout", "seaquest") else pytest.param(g, marks=pytest.mark.slow) for g in SITES
+]
+
 # per game: the odds of the minimal actions (uniform if absent), a setup of both sides
 POLICY = {
     "freeway": ([1, 6, 1], _short_freeway),
@@ -248,7 +254,7 @@ def test_episode_statistics_agree_with_the_reference(game, scripted):
     print(_agree(ours[1], theirs[1], f"{game} length"))
 
 
-@pytest.mark.parametrize("game", SITES)
+@pytest.mark.parametrize("game", SHELL_GAMES)
 def test_specs_and_exact_resume_for_every_game(game):
     """The shell tests (tests/envs/test_native_shell.py) run Breakout; every game's own
     state (Seaquest's nested slots included) passes TorchRL's checks and resumes
@@ -268,7 +274,7 @@ def test_specs_and_exact_resume_for_every_game(game):
         assert (n1 == n2).all() and (o1 == o2).all()
 
 
-@pytest.mark.parametrize("game", SITES)
+@pytest.mark.parametrize("game", SHELL_GAMES)
 def test_lean_core_is_lean_step_eagerly(game):
     """One LeanCore step with the generator's noise is lean_step, bit for bit, through
     episode ends (force_reset on for a stretch)."""
