@@ -113,6 +113,8 @@ CASES = [
         ["env=envpool", "env.repeat_action_probability=1.5"],
         "env.repeat_action_probability must be in [0, 1], got 1.5",
     ),
+    ("range", ["env=minatar", "env.game=pong"], "env.game=pong is unknown"),
+    ("range", ["env=minatar", "env.sticky_prob=1.5"], "env.sticky_prob must be in [0, 1], got 1.5"),
     ("type", ["env=dmc", "env.frame_skip=2.5"], "env.frame_skip must be an int >= 1, got 2.5"),
     ("key", ["env=dmc", "+env.bogus=1"], "unknown config key 'env.bogus' for env=dmc"),
     ("type", ["env=vmas", "env.continuous_actions=maybe"], "env.continuous_actions must be true"),

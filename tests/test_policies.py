@@ -231,7 +231,7 @@ def test_tile_cnn_sees_each_tile_once_and_scales_by_the_spec_bounds():
     x = torch.full((1, 1, 72, 80), 3, dtype=torch.uint8)
     scaled = enc.convs[0](torch.ones(1, 1, 72, 80))
     torch.testing.assert_close(enc.convs[0]((x.float() - enc.low) * enc.inv_range), scaled)
-    with pytest.raises(ConfigError, match="nature or tile"):
+    with pytest.raises(ConfigError, match="use one of nature, tile, minatar"):
         CNNEncoder((1, 72, 80), (0, 3), kind="resnet")
 
 
@@ -350,3 +350,12 @@ def test_deterministic_actor_squashes():
     torch.testing.assert_close(atan(None), torch.tensor([[0.5]]))  # (2 / pi) atan(1)
     with pytest.raises(ConfigError, match="squash"):
         DeterministicActor(Const(), 1, squash="sigmoid")
+
+
+def test_minatar_cnn_is_one_layer_of_16_3x3_filters_on_10x10_grids():
+    enc = CNNEncoder((4, 10, 10), (0.0, 1.0), 128, "minatar")
+    (conv,) = [m for m in enc.convs if isinstance(m, torch.nn.Conv2d)]
+    assert conv.out_channels == 16 and conv.kernel_size == (3, 3) and conv.stride == (1, 1)
+    assert enc.fc[0].in_features == 16 * 8 * 8
+    grids = torch.zeros((3, 4, 10, 10), dtype=torch.bool)
+    assert enc(grids).shape == (3, 128)

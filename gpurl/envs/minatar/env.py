@@ -1,0 +1,175 @@
+"""MinAtarEnv: the TorchRL shell over the MinAtar games (Young & Tian 2019), batched.
+
+`env=minatar env.game=<game>`. Observation "observation": bool [B, C, 10, 10], the
+game's channels first (MinAtar's state() is [10, 10, C]; channels first is what gpurl's
+image encoder reads). Actions: the game's minimal action set, 0..n-1, in MinAtar's
+minimal_action_set() order. Sticky actions (env.sticky_prob, 0.1 as published): with
+that probability a step repeats the previous action instead, as MinAtar's Environment
+does, the previous action carrying over resets as there. Difficulty ramping
+(env.difficulty_ramping) for the games that have one. All randomness is uniforms drawn
+from the env's generator, a fixed number per env per step and per reset
+(Game.step_noise, Game.reset_noise). See docs/envs/minatar.md.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torchrl.data import Categorical
+
+from gpurl.core.config import declare, key
+from gpurl.core.registry import register
+from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
+from gpurl.envs.config import EnvConfig
+from gpurl.envs.minatar import asterix, breakout, freeway, seaquest, space_invaders
+from gpurl.envs.minatar.grid import SIZE, Game, lookup
+from gpurl.errors import ConfigError
+
+GAMES: dict[str, Game] = {
+    g.name: g
+    for g in (breakout.GAME, freeway.GAME, asterix.GAME, space_invaders.GAME, seaquest.GAME)
+}
+
+
+class MinAtarState(NamedTuple):
+    """The game's state, the last action taken (a full-set index, for sticky actions)
+    and the episode lengths."""
+
+    game: tuple
+    last_action: torch.Tensor  # int64 [B]
+    steps: torch.Tensor  # int64 [B]
+
+
+def check_game(game: str) -> Game:
+    if game not in GAMES:
+        raise ConfigError(
+            f"env.game={game} is not a MinAtar game gpurl has: use one of {', '.join(GAMES)}"
+        )
+    return GAMES[game]
+
+
+@declare(name="minatar", num_envs=128, eval_envs=16)
+class MinAtarConfig(EnvConfig):
+    """MinAtar's games (Young & Tian 2019) batched on the device: 10 x 10 boolean
+    channels, sticky actions and difficulty ramping as published (docs/envs/minatar.md)."""
+
+    obs = "images"
+
+    game: str = key(
+        "breakout", "the MinAtar game", choices=lambda: tuple(GAMES), note=("the game",)
+    )
+    sticky_prob: float = key(
+        0.1, "probability that a step repeats the previous action (MinAtar: 0.1)", ge=0, le=1
+    )
+    difficulty_ramping: bool = key(
+        True, "true: the games that ramp speed up over an episode, as published"
+    )
+    max_episode_steps: int = key(
+        10_000, "steps before an episode is truncated (MinAtar has no cap: a FIX)", ge=1
+    )
+
+
+@register("env", "minatar", MinAtarConfig)
+class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        seed: int = 0,
+        *,
+        game: str = "breakout",
+        sticky_prob: float = 0.1,
+        difficulty_ramping: bool = True,
+        max_episode_steps: int = 10_000,
+    ):
+        spec = check_game(game)
+        if not 0.0 <= float(sticky_prob) <= 1.0:
+            raise ConfigError(f"env.sticky_prob must be in [0, 1], got {sticky_prob}")
+        if int(max_episode_steps) < 1:
+            raise ConfigError(f"env.max_episode_steps must be >= 1, got {max_episode_steps}")
+        super().__init__(num_envs, device, seed)
+        self.rules = spec
+        self.sticky_prob = float(sticky_prob)
+        self.ramping = bool(difficulty_ramping)
+        self.max_episode_steps = int(max_episode_steps)
+        b = self.batch_size
+        self._set_specs(
+            {
+                "observation": Categorical(
+                    2, shape=(*b, spec.channels, SIZE, SIZE), dtype=torch.bool, device=self.device
+                )
+            },
+            Categorical(len(spec.actions), shape=b, device=self.device),
+        )
+        zero = torch.zeros(b, dtype=torch.int64, device=self.device)
+        self.env_state = MinAtarState(spec.init(self.num_envs, self.device), zero, zero)
+
+    def _uniform(self, columns: int) -> torch.Tensor:
+        """Uniforms [B, columns] from the env's generator: all of a step's or a reset's
+        randomness."""
+        return torch.rand((self.num_envs, columns), generator=self.rng, device=self.device)
+
+    def _reset_where(self, mask):
+        game, last, steps = self.env_state
+        u = self._uniform(self.rules.reset_noise)
+        self.env_state = MinAtarState(
+            self.rules.reset(game, mask, u), last, torch.where(mask, 0, steps)
+        )
+
+    def _advance(self, action):
+        game, last, steps = self.env_state
+        u = self._uniform(1 + self.rules.step_noise)
+        full = lookup(self.rules.actions, action.reshape(self.batch_size).long())
+        full = torch.where(u[:, 0] < self.sticky_prob, last, full)
+        game, reward, terminal = self.rules.step(game, full, u[:, 1:], self.ramping)
+        steps = steps + 1
+        self.env_state = MinAtarState(game, full, steps)
+        truncated = (steps >= self.max_episode_steps) & ~terminal
+        return StepResult(reward.unsqueeze(-1), terminal.unsqueeze(-1), truncated.unsqueeze(-1))
+
+    def _observation(self):
+        return {"observation": self.rules.observe(self.env_state.game)}
+
+    def lean_core(self) -> LeanCore:
+        b = self.num_envs
+        return LeanCore(
+            step=_core(self.rules, self.sticky_prob, self.ramping,
+                       self.max_episode_steps),
+            noise_shapes=(torch.Size((b, 1 + self.rules.step_noise)),
+                          torch.Size((b, self.rules.reset_noise))),
+            observe=lambda game, last, steps: {"observation": self.rules.observe(game)},
+            pack=MinAtarState,
+        )  # fmt: skip
+
+
+def _core(rules: Game, sticky: float, ramping: bool, max_steps: int):
+    """LeanCore.step: the sticky-action draw, the game's step, then fresh episodes where
+    done, from the same uniforms lean_step draws (the step's, then the reset's)."""
+
+    def step(work, action, noise, force_reset=False):
+        game, last, steps = work
+        u, fresh = noise
+        full = torch.where(
+            u[:, 0] < sticky, last, lookup(rules.actions, action.reshape(last.shape).long())
+        )
+        game, reward, terminal = rules.step(game, full, u[:, 1:], ramping)
+        steps = steps + 1
+        reached = rules.observe(game)
+        if force_reset:
+            truncated = torch.ones_like(terminal)
+        else:
+            truncated = (steps >= max_steps) & ~terminal
+        done = terminal | truncated
+        game = rules.reset(game, done, fresh)
+        terminal, truncated = terminal.unsqueeze(-1), truncated.unsqueeze(-1)
+        nxt = {
+            "observation": reached,
+            "reward": reward.unsqueeze(-1),
+            "done": terminal | truncated,
+            "terminated": terminal,
+            "truncated": truncated,
+        }
+        return (game, full, torch.where(done, 0, steps)), nxt
+
+    return step

@@ -1,0 +1,388 @@
+"""MinAtar Seaquest, batched: the player's submarine shoots enemy fish and submarines
+(+1 each), which cross the screen in lanes 1..8; enemy submarines shoot back. Divers
+cross too; the submarine picks them up (at most 6). Oxygen runs down under water: the
+submarine must surface, which needs at least one diver aboard (costing one), and pays
+10 x (oxygen left) / 200 when it surfaces with all 6 (then aboard: none, and one fewer:
+MinAtar's count goes to -1 there, kept here). The episode ends on contact with an
+enemy or its bullet, when oxygen runs out, or when the submarine surfaces with no diver.
+With difficulty ramping each surfacing makes enemies appear more often and, every
+other time, move faster. Rules as MinAtar 1.0.15's seaquest.py.
+
+The reference keeps its entities in Python lists, in the order they appeared, and
+resolves conflicts (two bullets for one enemy, two enemies for one bullet, the last
+diver that fits) in that order. Here each kind of entity has a fixed number of slots
+and each entity an `order` (when it appeared), and the same conflicts are resolved in
+the same order. Slots: 32 fish, 32 submarines, 48 enemy bullets, 4 divers and 3 of the
+player's bullets, each at least as many as the rules let be at once (at most one enemy
+appears a frame and each leaves within 31 frames; a submarine shoots once in 11 frames
+and its bullet leaves within 10; divers: at most 3; the player's bullets: at most 2).
+
+Channels: submarine front, submarine back, player bullet, trail, enemy bullet, enemy
+fish, enemy submarine, oxygen gauge, diver gauge, diver.
+Minimal actions: no-op, left, up, right, down, fire.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from gpurl.envs.minatar.grid import (
+    DOWN,
+    FIRE,
+    LEFT,
+    NOOP,
+    RIGHT,
+    SIZE,
+    UP,
+    Game,
+    cells,
+    cells_any,
+    randint,
+)
+
+MAX_OXYGEN = 200
+INIT_SPAWN_SPEED = 20
+DIVER_SPAWN_SPEED = 30
+INIT_MOVE_INTERVAL = 5
+SHOT_COOL_DOWN = 5
+ENEMY_SHOT_INTERVAL = 10
+DIVER_MOVE_INTERVAL = 5
+MAX_DIVERS = 6
+# slots per kind of entity
+ENEMIES, ENEMY_BULLETS, DIVERS, BULLETS = 32, 48, 4, 3
+
+
+class Things(NamedTuple):
+    """One kind of entity, [B, K] each: columns x, rows y, moving right, alive, when it
+    appeared (list order), a move timer and (enemy submarines) a shot timer."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    right: torch.Tensor
+    alive: torch.Tensor
+    order: torch.Tensor
+    timer: torch.Tensor
+    shot: torch.Tensor
+
+
+class SeaquestState(NamedTuple):
+    fish: Things
+    subs: Things
+    divers: Things
+    bullets: Things  # the player's
+    e_bullets: Things
+    sub_x: torch.Tensor  # int64 [B]
+    sub_y: torch.Tensor  # int64 [B]
+    sub_right: torch.Tensor  # bool [B]: facing right
+    oxygen: torch.Tensor  # int64 [B]
+    diver_count: torch.Tensor  # int64 [B]
+    surface: torch.Tensor  # bool [B]: surfaced (and not yet dived again)
+    shot_timer: torch.Tensor  # int64 [B]
+    e_spawn_speed: torch.Tensor  # int64 [B]
+    e_spawn_timer: torch.Tensor  # int64 [B]
+    d_spawn_timer: torch.Tensor  # int64 [B]
+    move_speed: torch.Tensor  # int64 [B]
+    ramp_index: torch.Tensor  # int64 [B]
+    counter: torch.Tensor  # int64 [B]: entities so far (their order)
+
+
+def _none(batch: int, slots: int, device) -> Things:
+    zero = torch.zeros((batch, slots), dtype=torch.int64, device=device)
+    return Things(zero, zero, zero.bool(), zero.bool(), zero, zero, zero)
+
+
+def init(batch: int, device) -> SeaquestState:
+    zero = torch.zeros(batch, dtype=torch.int64, device=device)
+    return SeaquestState(
+        _none(batch, ENEMIES, device), _none(batch, ENEMIES, device),
+        _none(batch, DIVERS, device), _none(batch, BULLETS, device),
+        _none(batch, ENEMY_BULLETS, device), zero, zero, zero.bool(), zero, zero,
+        zero.bool(), zero, zero, zero, zero, zero, zero, zero,
+    )  # fmt: skip
+
+
+def _where(mask: torch.Tensor, new, old):
+    if isinstance(new, tuple):
+        return type(new)(*(_where(mask, n, o) for n, o in zip(new, old, strict=True)))
+    return torch.where(mask.reshape(-1, *([1] * (new.dim() - 1))), new, old)
+
+
+def reset(state: SeaquestState, mask: torch.Tensor, u: torch.Tensor) -> SeaquestState:
+    """No entities; the submarine on the surface at column 5 facing left, full oxygen."""
+    b, device = len(mask), mask.device
+    one = torch.ones(b, dtype=torch.int64, device=device)
+    fresh = SeaquestState(
+        _none(b, ENEMIES, device), _none(b, ENEMIES, device), _none(b, DIVERS, device),
+        _none(b, BULLETS, device), _none(b, ENEMY_BULLETS, device), one * 5, one * 0,
+        one < 0, one * MAX_OXYGEN, one * 0, one > 0, one * 0, one * INIT_SPAWN_SPEED,
+        one * INIT_SPAWN_SPEED, one * DIVER_SPAWN_SPEED, one * INIT_MOVE_INTERVAL, one * 0,
+        one * 0,
+    )  # fmt: skip
+    return _where(mask, fresh, state)
+
+
+def _add(things: Things, new: torch.Tensor, counter: torch.Tensor, **values) -> Things:
+    """Things with the entities where new [B, M] is True put in free slots, in order m
+    (the m-th new one in the m-th free slot), each of `values` [B, M] (or [B]); their
+    order is counter + m. A new entity with no free slot left is dropped."""
+    free = ~things.alive
+    new_rank = new.long().cumsum(1) - 1
+    free_rank = free.long().cumsum(1) - 1
+    # [B, M, K]: new entity m goes in slot k
+    put = new.unsqueeze(2) & free.unsqueeze(1) & (new_rank.unsqueeze(2) == free_rank.unsqueeze(1))
+    filled = put.any(1)
+    values["order"] = counter.unsqueeze(1) + new_rank.clamp_min(0)
+    values["alive"] = torch.ones_like(new)
+    fields = {}
+    for name, old in things._asdict().items():
+        value = values.get(name)
+        if value is None:
+            fields[name] = old
+            continue
+        value = value if value.dim() == 2 else value.unsqueeze(1).expand_as(new)
+        placed = (put * value.to(old.dtype).unsqueeze(2)).sum(1) if old.dtype != torch.bool \
+            else (put & value.unsqueeze(2)).any(1)  # fmt: skip
+        fields[name] = torch.where(filled, placed, old)
+    return Things(**fields)
+
+
+def _first(match: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """One-hot [B, K] of the earliest (least order) entity where match [B, K]."""
+    key = torch.where(match, order, torch.iinfo(torch.int64).max)
+    return match & (key == key.min(1, keepdim=True).values)
+
+
+def _last(match: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """One-hot [B, K] of the latest (greatest order) entity where match [B, K]."""
+    key = torch.where(match, order, -1)
+    return match & (key == key.max(1, keepdim=True).values)
+
+
+def _step_x(things: Things, moves: torch.Tensor) -> torch.Tensor:
+    return torch.where(moves, things.x + torch.where(things.right, 1, -1), things.x)
+
+
+def _out(x: torch.Tensor) -> torch.Tensor:
+    return (x < 0) | (x > SIZE - 1)
+
+
+def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: bool):
+    (fish, subs, divers, bullets, e_bullets, sub_x, sub_y, sub_right, oxygen, diver_count,
+     surface, shot_timer, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
+     ramp_index, counter) = state  # fmt: skip
+    reward = torch.zeros(len(sub_x), dtype=torch.int64, device=sub_x.device)
+
+    # an enemy appears: side u0, a submarine with odds 1/3 (u1), lane 1..8 (u2), unless
+    # the lane holds an enemy heading the other way
+    spawning = e_spawn_timer == 0
+    lr = u[:, 0] < 0.5
+    is_sub = u[:, 1] < 1 / 3
+    lane = randint(u[:, 2], 1, 9)
+    x0 = torch.where(lr, 0, SIZE - 1)
+    lane_, lr_ = lane.unsqueeze(1), lr.unsqueeze(1)
+    against = torch.cat([t.alive & (t.y == lane_) & (t.right != lr_) for t in (fish, subs)], 1)
+    against = against.any(1)
+    new = (spawning & ~against).unsqueeze(1)
+    enemy = dict(x=x0, y=lane, right=lr, timer=move_speed)
+    subs = _add(
+        subs, new & is_sub.unsqueeze(1), counter, shot=ENEMY_SHOT_INTERVAL + 0 * x0, **enemy
+    )
+    fish = _add(fish, new & ~is_sub.unsqueeze(1), counter, **enemy)
+    counter = counter + new.squeeze(1)
+    e_spawn_timer = torch.where(spawning, e_spawn_speed, e_spawn_timer)
+
+    # a diver appears: side u3, lane u4
+    d_spawning = d_spawn_timer == 0
+    d_lr = u[:, 3] < 0.5
+    divers = _add(
+        divers, d_spawning.unsqueeze(1), counter, x=torch.where(d_lr, 0, SIZE - 1),
+        y=randint(u[:, 4], 1, 9), right=d_lr, timer=DIVER_MOVE_INTERVAL + 0 * counter,
+    )  # fmt: skip
+    counter = counter + d_spawning
+    d_spawn_timer = torch.where(d_spawning, DIVER_SPAWN_SPEED, d_spawn_timer)
+
+    # the player
+    fire = (action == FIRE) & (shot_timer == 0)
+    bullets = _add(bullets, fire.unsqueeze(1), counter, x=sub_x, y=sub_y, right=sub_right)
+    counter = counter + fire
+    shot_timer = torch.where(fire, SHOT_COOL_DOWN, shot_timer)
+    left, right = action == LEFT, action == RIGHT
+    sub_x = torch.where(left, (sub_x - 1).clamp_min(0), sub_x)
+    sub_x = torch.where(right, (sub_x + 1).clamp_max(SIZE - 1), sub_x)
+    sub_right = torch.where(left, False, torch.where(right, True, sub_right))
+    sub_y = torch.where(action == UP, (sub_y - 1).clamp_min(0), sub_y)
+    sub_y = torch.where(action == DOWN, (sub_y + 1).clamp_max(SIZE - 2), sub_y)
+
+    # the player's bullets, latest first: each moves, and hits the earliest fish in its
+    # cell, else the earliest submarine
+    bx = _step_x(bullets, bullets.alive)
+    b_alive = bullets.alive & ~_out(bx)
+    bullets = bullets._replace(x=bx, alive=b_alive)
+    f_alive, s_alive = fish.alive, subs.alive
+    pending = b_alive
+    for _ in range(BULLETS):
+        this = _last(pending, bullets.order)  # [B, 3] one-hot (none when no bullet left)
+        pending = pending & ~this
+        cx = (bx * this).sum(1, keepdim=True)
+        cy = (bullets.y * this).sum(1, keepdim=True)
+        going = this.any(1, keepdim=True)
+        hit_fish = _first(going & f_alive & (fish.x == cx) & (fish.y == cy), fish.order)
+        got_fish = hit_fish.any(1, keepdim=True)
+        hit_sub = _first(going & ~got_fish & s_alive & (subs.x == cx) & (subs.y == cy), subs.order)
+        f_alive, s_alive = f_alive & ~hit_fish, s_alive & ~hit_sub
+        scored = got_fish | hit_sub.any(1, keepdim=True)
+        b_alive = b_alive & ~(this & scored)
+        reward = reward + scored.squeeze(1)
+    fish, subs = fish._replace(alive=f_alive), subs._replace(alive=s_alive)
+    bullets = bullets._replace(alive=b_alive)
+
+    # divers, latest first: picked up where they meet the submarine while fewer than 6
+    # are aboard, else they move when their timer runs out
+    d_alive, d_x, d_timer = divers.alive, divers.x, divers.timer
+    pending = d_alive
+    sx, sy = sub_x.unsqueeze(1), sub_y.unsqueeze(1)
+    for _ in range(DIVERS):
+        this = _last(pending, divers.order)
+        pending = pending & ~this
+        room = (diver_count < MAX_DIVERS).unsqueeze(1)
+        at = (d_x == sx) & (divers.y == sy)
+        taken = this & at & room
+        moving = this & ~taken & (d_timer == 0)
+        waiting = this & ~taken & (d_timer != 0)
+        d_x = torch.where(moving, d_x + torch.where(divers.right, 1, -1), d_x)
+        d_timer = torch.where(
+            moving, DIVER_MOVE_INTERVAL, torch.where(waiting, d_timer - 1, d_timer)
+        )
+        gone = moving & _out(d_x)
+        taken = taken | (moving & ~gone & (d_x == sx) & (divers.y == sy) & room)
+        d_alive = d_alive & ~gone & ~taken
+        diver_count = diver_count + taken.any(1)
+    divers = divers._replace(x=d_x, alive=d_alive, timer=d_timer)
+
+    # enemies: contact before and after moving ends the episode; one that moves into a
+    # player's bullet takes the earliest bullet in its cell, submarines (latest first)
+    # before fish (latest first)
+    terminal = torch.zeros_like(spawning)
+    shooters = subs.alive & (subs.shot == 0)  # every submarine there now shoots on time,
+    # even one that leaves or is hit this frame (as the reference's loop does)
+    present = subs.alive
+    moved, check = [], []
+    for things in (subs, fish):
+        at = things.alive & (things.x == sx) & (things.y == sy)
+        moves = things.alive & (things.timer == 0)
+        x = _step_x(things, moves)
+        timer = torch.where(moves, move_speed.unsqueeze(1), things.timer - things.alive.long())
+        gone = moves & _out(x)
+        meets = moves & ~gone & (x == sx) & (things.y == sy)
+        terminal = terminal | (at | meets).any(1)
+        check.append(moves & ~gone & ~meets)
+        moved.append(things._replace(x=x, timer=timer, alive=things.alive & ~gone))
+    subs, fish = moved
+    e_x, e_y = torch.cat((subs.x, fish.x), 1), torch.cat((subs.y, fish.y), 1)
+    e_check = torch.cat(check, 1)
+    e_rank = torch.cat((subs.order + torch.iinfo(torch.int32).max, fish.order), 1)
+    b_alive = bullets.alive
+    killed = torch.zeros_like(e_check)
+    pending = b_alive
+    for _ in range(BULLETS):
+        this = _first(pending, bullets.order)
+        pending = pending & ~this
+        cx = (bullets.x * this).sum(1, keepdim=True)
+        cy = (bullets.y * this).sum(1, keepdim=True)
+        going = this.any(1, keepdim=True)
+        hit = _last(going & e_check & ~killed & (e_x == cx) & (e_y == cy), e_rank)
+        killed = killed | hit
+        b_alive = b_alive & ~(this & hit.any(1, keepdim=True))
+        reward = reward + hit.any(1)
+    bullets = bullets._replace(alive=b_alive)
+    subs = subs._replace(
+        alive=subs.alive & ~killed[:, :ENEMIES],
+        shot=torch.where(shooters, ENEMY_SHOT_INTERVAL, subs.shot - present.long()),
+    )
+    fish = fish._replace(alive=fish.alive & ~killed[:, ENEMIES:])
+
+    # enemy bullets (the new ones at their submarine's cell): contact before and after
+    # moving ends the episode
+    e_bullets = _add(e_bullets, shooters, counter, x=subs.x, y=subs.y, right=subs.right)
+    counter = counter + shooters.sum(1)
+    at = e_bullets.alive & (e_bullets.x == sx) & (e_bullets.y == sy)
+    ex = _step_x(e_bullets, e_bullets.alive)
+    e_alive = e_bullets.alive & ~_out(ex)
+    terminal = terminal | (at | (e_alive & (ex == sx) & (e_bullets.y == sy))).any(1)
+    e_bullets = e_bullets._replace(x=ex, alive=e_alive)
+
+    e_spawn_timer = (e_spawn_timer - 1).clamp_min(0)
+    d_spawn_timer = (d_spawn_timer - 1).clamp_min(0)
+    shot_timer = (shot_timer - 1).clamp_min(0)
+
+    # oxygen, and surfacing
+    terminal = terminal | (oxygen <= 0)
+    under = sub_y > 0
+    oxygen = torch.where(under, oxygen - 1, oxygen)
+    arriving = ~under & ~surface
+    terminal = terminal | (arriving & (diver_count == 0))
+    surfacing = arriving & (diver_count != 0)
+    full = surfacing & (diver_count == MAX_DIVERS)
+    reward = reward + torch.where(full, oxygen * 10 // MAX_OXYGEN, 0)
+    diver_count = torch.where(full, 0, diver_count)
+    diver_count = torch.where(surfacing, diver_count - 1, diver_count)
+    oxygen = torch.where(surfacing, MAX_OXYGEN, oxygen)
+    surface = torch.where(under, False, surface | surfacing)
+    if ramping:
+        ramps = surfacing & ((e_spawn_speed > 1) | (move_speed > 2))
+        faster = ramps & (move_speed > 2) & (ramp_index % 2 == 1)
+        move_speed = torch.where(faster, move_speed - 1, move_speed)
+        e_spawn_speed = torch.where(ramps & (e_spawn_speed > 1), e_spawn_speed - 1, e_spawn_speed)
+        ramp_index = torch.where(ramps, ramp_index + 1, ramp_index)
+
+    state = SeaquestState(
+        fish, subs, divers, bullets, e_bullets, sub_x, sub_y, sub_right, oxygen, diver_count,
+        surface, shot_timer, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
+        ramp_index, counter,
+    )  # fmt: skip
+    return state, reward.to(torch.float32), terminal
+
+
+def _trail(things: Things) -> torch.Tensor:
+    back = things.x - torch.where(things.right, 1, -1)
+    return cells_any(things.y, back, things.alive)
+
+
+def observe(state: SeaquestState) -> torch.Tensor:
+    columns = torch.arange(SIZE, device=state.sub_x.device)
+    back = state.sub_x - torch.where(state.sub_right, 1, -1)
+    last_row = (torch.arange(SIZE, device=columns.device) == SIZE - 1).view(1, SIZE, 1)
+    oxygen = columns < (state.oxygen.clamp_min(0) * 10 // MAX_OXYGEN).unsqueeze(1)
+    count = state.diver_count.unsqueeze(1)
+    divers = (columns >= SIZE - 1 - count) & (columns < SIZE - 1)
+    trails = _trail(state.fish) | _trail(state.subs) | _trail(state.divers)
+    return torch.stack(
+        (
+            cells(state.sub_y, state.sub_x),
+            cells(state.sub_y, back),
+            cells_any(state.bullets.y, state.bullets.x, state.bullets.alive),
+            trails,
+            cells_any(state.e_bullets.y, state.e_bullets.x, state.e_bullets.alive),
+            cells_any(state.fish.y, state.fish.x, state.fish.alive),
+            cells_any(state.subs.y, state.subs.x, state.subs.alive),
+            last_row & oxygen.unsqueeze(1),
+            last_row & divers.unsqueeze(1),
+            cells_any(state.divers.y, state.divers.x, state.divers.alive),
+        ),
+        dim=1,
+    )
+
+
+GAME = Game(
+    name="seaquest",
+    channels=10,
+    actions=(NOOP, LEFT, UP, RIGHT, DOWN, FIRE),
+    step_noise=5,
+    reset_noise=0,
+    init=init,
+    reset=reset,
+    step=step,
+    observe=observe,
+)

@@ -1,0 +1,312 @@
+"""MinAtar (gpurl/envs/minatar): step-by-step parity with the reference package
+(minatar 1.0.15) from identical states and draws, per game; the shell's keys."""
+
+import io
+
+import pytest
+import torch
+from torchrl.envs.utils import check_env_specs
+
+from gpurl.envs import make_env
+from gpurl.errors import ConfigError
+from gpurl.utils.host_reads import count_host_reads
+from tests.envs.minatar_reference import run_parity
+
+# per game: the reference's draw sites -> gpurl's noise slots (after the sticky slot 0)
+SITES = {
+    "breakout": [("ball_start = self.random.randint(2)", 0, 1)],
+    "asterix": [
+        ("lr = self.random.rand() < 1/2", 0, 1),
+        ("is_gold = self.random.rand() < 1/3", 1, 1),
+        ("slot = slot_options[self.random.randint(len(slot_options))]", 2, 1),
+    ],
+    "seaquest": [
+        ("_spawn_enemy::lr = self.random.rand() < 1/2", 0, 1),
+        ("_spawn_enemy::is_sub = self.random.rand() < 1/3", 1, 1),
+        ("_spawn_enemy::y = self.random.randint(low=1, high=9)", 2, 1),
+        ("_spawn_diver::lr = self.random.rand() < 1/2", 3, 1),
+        ("_spawn_diver::y = self.random.randint(low=1, high=9)", 4, 1),
+    ],
+    "space_invaders": [],  # no draws but the sticky actions
+    "freeway": [
+        ("speeds = self.random.randint(1,6,8)", 0, 8),
+        ("directions = np.sign(self.random.rand(8) - 0.5)", 8, 8),
+    ],
+}
+
+
+def _env(game, num_envs=8, seed=0, **kw):
+    return make_env({"name": "minatar", "game": game, **kw}, num_envs=num_envs, seed=seed)
+
+
+def _short_freeway(env, refs):
+    """Episodes of 100 to 170 frames left, on both sides: some end within the test."""
+    left = torch.arange(env.num_envs) * 10 + 100
+    game = env.env_state.game
+    env.env_state = env.env_state._replace(game=game._replace(time_left=left))
+    for ref, t in zip(refs, left.tolist(), strict=True):
+        ref.env.terminate_timer = t
+
+
+def _ramp_soon(field):
+    """The first ramp 0, 3, 6, ... frames in, on both sides: ramps happen within the test."""
+
+    def setup(env, refs):
+        soon = torch.arange(env.num_envs) * 3
+        game = env.env_state.game
+        env.env_state = env.env_state._replace(game=game._replace(**{field: soon}))
+        for ref, t in zip(refs, soon.tolist(), strict=True):
+            setattr(ref.env, field, t)
+
+    return setup
+
+
+def _thin_wave(env, refs):
+    """Waves of one to eight aliens on both sides: waves are cleared and ramps happen
+    within the test."""
+    import numpy as np
+
+    game = env.env_state.game
+    aliens = game.aliens.clone()
+    for i in range(env.num_envs):
+        aliens[i, :3] = False
+        aliens[i, 3, 2 + (i % 6) + 1 :] = False
+        refs[i].env.alien_map = aliens[i].numpy().astype(np.float64)
+    env.env_state = env.env_state._replace(game=game._replace(aliens=aliens))
+
+
+def _divers_aboard(env, refs):
+    """1 to 6 divers aboard and oxygen from 200 down (5 in the last env), on both sides:
+    surfacing pays, ramps, and oxygen runs out within the test."""
+    i = torch.arange(env.num_envs)
+    aboard = i % 6 + 1
+    oxygen = torch.where(i == env.num_envs - 1, 5, 200 - (i * 20) % 200)
+    game = env.env_state.game._replace(diver_count=aboard, oxygen=oxygen)
+    env.env_state = env.env_state._replace(game=game)
+    for ref, n, o in zip(refs, aboard.tolist(), oxygen.tolist(), strict=True):
+        ref.env.diver_count, ref.env.oxygen = n, o
+
+
+def _dense_seaquest(env, refs):
+    """Seaquest ramped near its end (an enemy every 1 to 3 frames, moving every 3 or 4)
+    with divers aboard, on both sides: crowded lanes, many bullets, conflicts."""
+    i = torch.arange(env.num_envs)
+    fields = dict(e_spawn_speed=1 + i % 3, move_speed=2 + i % 2, diver_count=i % 6 + 1)
+    game = env.env_state.game._replace(**fields)
+    env.env_state = env.env_state._replace(game=game)
+    for k, ref in enumerate(refs):
+        for name, value in fields.items():
+            setattr(ref.env, name, int(value[k]))
+
+
+# the slow test's setups (the first episode of each env only)
+LONG_SETUP = {"seaquest": _dense_seaquest}
+
+# Breakout and Seaquest (the simplest and the largest state) in the fast suite for the
+# shell-level checks, the others in the slow one
+SHELL_GAMES = [
+    g if g in ("breakout", "seaquest") else pytest.param(g, marks=pytest.mark.slow) for g in SITES
+]
+
+# per game: the odds of the minimal actions (uniform if absent), a setup of both sides
+POLICY = {
+    "freeway": ([1, 6, 1], _short_freeway),
+    "asterix": (None, _ramp_soon("ramp_timer")),
+    "space_invaders": ([1, 1, 1, 3], _thin_wave),
+    "seaquest": ([1, 1, 2, 1, 2, 3], _divers_aboard),
+}
+
+
+@pytest.mark.parametrize("game", SITES)
+@pytest.mark.parametrize(("sticky", "ramping"), [(0.1, True), (0.5, True), (0.1, False)])
+def test_parity_with_the_reference(game, sticky, ramping):
+    env = _env(game, sticky_prob=sticky, difficulty_ramping=ramping, seed=int(sticky * 10))
+    weights, setup = POLICY.get(game, (None, None))
+    main = (sticky, ramping) == (0.1, True)  # the variants for fewer steps
+    ended, rewards = run_parity(env, SITES[game], 200 if main else 60, weights=weights, setup=setup)
+    assert not main or (ended > 0 and rewards > 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", SITES)
+def test_long_parity_with_the_reference(game):
+    """32 envs for 3,000 steps each from their resets: ramps run their course."""
+    env = _env(game, num_envs=32, seed=7)
+    weights = POLICY.get(game, [None])[0]
+    setup = LONG_SETUP.get(game)
+    ended, rewards = run_parity(env, SITES[game], 3000, seed=7, weights=weights, setup=setup)
+    assert ended > 0 and rewards > 0
+
+
+def test_bad_keys_are_one_line_config_errors():
+    with pytest.raises(ConfigError, match="use one of breakout"):
+        _env("pong")
+    with pytest.raises(ConfigError, match=r"sticky_prob must be in \[0, 1\], got 1.5"):
+        _env("breakout", sticky_prob=1.5)
+
+
+def test_observation_layout_and_actions():
+    env = _env("breakout", num_envs=3)
+    obs = env.reset()["observation"]
+    assert obs.shape == (3, 4, 10, 10) and obs.dtype == torch.bool
+    assert env.action_spec.n == 3
+    assert obs[:, 0, 9, 4].all()  # the paddle, channels first
+    assert obs[:, 3, 1:4].all() and obs[:, 3].sum((1, 2)).eq(30).all()  # the bricks
+
+
+@pytest.mark.parametrize("game", SITES)
+def test_lean_steps_read_nothing_on_the_host(game):
+    env = _env(game, num_envs=4)
+    env.lean_reset()
+    action = torch.tensor([0, 1, 2, len(env.rules.actions) - 1])
+    with count_host_reads() as reads:
+        for _ in range(20):
+            env.lean_step(action)
+    assert reads.count == 0, reads.report()
+
+
+# -- agreement in distribution with the reference's own randomness (slow) -----------------
+EPISODES = 2000
+
+
+def _track_ball(obs: torch.Tensor) -> torch.Tensor:
+    """Breakout: move the paddle under the ball's column (obs [N, C, 10, 10])."""
+    cols = torch.arange(10)
+    paddle = (obs[:, 0, 9].long() * cols).sum(-1)
+    ball = (obs[:, 1].any(1).long() * cols).sum(-1)
+    return torch.where(ball < paddle, 1, torch.where(ball > paddle, 2, 0))
+
+
+# per game: a scripted policy over observations [N, C, 10, 10] -> minimal actions [N]
+SCRIPTED = {
+    "breakout": _track_ball,
+    "asterix": lambda obs: torch.full((len(obs),), 2),  # always up
+    "space_invaders": lambda obs: torch.full((len(obs),), 3),  # always fire
+    "seaquest": lambda obs: torch.full((len(obs),), 4),  # always down: oxygen runs out
+}
+
+
+def _gpurl_episodes(game, policy, seed):
+    """One episode per env, 2,000 envs: returns and lengths."""
+    env = _env(game, num_envs=EPISODES, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = len(env.rules.actions)
+
+    def act(obs):
+        if policy is None:
+            return {"action": torch.randint(0, n, (EPISODES,), generator=gen)}
+        return {"action": policy(obs["observation"])}
+
+    out = env.play_episodes(act)
+    assert not (out["length"] >= env.max_episode_steps).any()
+    return out["return"].double(), out["length"].double()
+
+
+def _reference_episodes(game, policy, seed):
+    import numpy as np
+    from minatar import Environment
+
+    rng = np.random.RandomState(seed)
+    returns, lengths = [], []
+    for i in range(EPISODES):
+        # a fresh env an episode, as each of gpurl's envs plays its first: the previous
+        # action, which sticky actions repeat, starts at no-op
+        ref = Environment(game)  # sticky actions 0.1 and ramping, as published
+        ref.seed(seed * EPISODES + i)
+        actions = ref.minimal_action_set()
+        ref.reset()
+        total, steps, terminal = 0.0, 0, False
+        while not terminal:
+            if policy is None:
+                a = rng.randint(len(actions))
+            else:
+                obs = torch.from_numpy(np.ascontiguousarray(ref.state().transpose(2, 0, 1)))
+                a = int(policy(obs[None])[0])
+            r, terminal = ref.act(actions[a])
+            total, steps = total + r, steps + 1
+        returns.append(total)
+        lengths.append(steps)
+    return torch.tensor(returns, dtype=torch.float64), torch.tensor(lengths, dtype=torch.float64)
+
+
+def _agree(ours: torch.Tensor, theirs: torch.Tensor, what: str) -> str:
+    se = (ours.var() / len(ours) + theirs.var() / len(theirs)).sqrt()
+    gap = (ours.mean() - theirs.mean()).abs()
+    line = (
+        f"{what}: gpurl {ours.mean():.3f} ± {ours.std() / len(ours) ** 0.5:.3f}, "
+        f"reference {theirs.mean():.3f} ± {theirs.std() / len(theirs) ** 0.5:.3f} "
+        f"({gap / se:.2f} s.e. apart)"
+    )
+    assert gap <= 3 * se, line
+    return line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scripted", [False, True], ids=["random", "scripted"])
+@pytest.mark.parametrize("game", SCRIPTED)
+def test_episode_statistics_agree_with_the_reference(game, scripted):
+    """2,000 episodes a side from each side's own randomness: mean return and length
+    within 3 standard errors, under a uniform random policy and a scripted one."""
+    policy = SCRIPTED[game] if scripted else None
+    ours = _gpurl_episodes(game, policy, seed=11)
+    theirs = _reference_episodes(game, policy, seed=11)
+    print(_agree(ours[0], theirs[0], f"{game} return"))
+    print(_agree(ours[1], theirs[1], f"{game} length"))
+
+
+@pytest.mark.parametrize("game", SHELL_GAMES)
+def test_specs_and_exact_resume_for_every_game(game):
+    """The shell tests (tests/envs/test_native_shell.py) run Breakout; every game's own
+    state (Seaquest's nested slots included) passes TorchRL's checks and resumes
+    exactly through a checkpoint round trip."""
+    check_env_specs(_env(game, num_envs=2))
+    env, copy = _env(game, num_envs=3, seed=1), _env(game, num_envs=3, seed=2)
+    env.lean_reset(), copy.lean_reset()
+    action = torch.tensor([0, 1, len(env.rules.actions) - 1])
+    for _ in range(30):
+        env.lean_step(action)
+    buffer = io.BytesIO()
+    torch.save(env.env_state_dict(), buffer)
+    buffer.seek(0)
+    copy.load_env_state_dict(torch.load(buffer, weights_only=True))
+    for _ in range(30):
+        (n1, o1), (n2, o2) = env.lean_step(action), copy.lean_step(action)
+        assert (n1 == n2).all() and (o1 == o2).all()
+
+
+@pytest.mark.parametrize("game", SHELL_GAMES)
+def test_lean_core_is_lean_step_eagerly(game):
+    """One LeanCore step with the generator's noise is lean_step, bit for bit, through
+    episode ends (force_reset on for a stretch)."""
+    env, ref = _env(game, num_envs=6, seed=9), _env(game, num_envs=6, seed=9)
+    env.lean_reset(), ref.lean_reset()
+    core = env.lean_core()
+    gen = torch.Generator().manual_seed(2)
+    for t in range(60):
+        env.force_reset = ref.force_reset = 20 <= t < 23
+        action = torch.randint(0, len(env.rules.actions), (6,), generator=gen)
+        nxt_r, obs_r = ref.lean_step(action)
+        noise = tuple(torch.rand(s, generator=env.rng) for s in core.noise_shapes)
+        work, nxt = core.step(core.unpack(*env.env_state), action, noise, env.force_reset)
+        env.env_state = core.pack(*work)
+        for key in nxt_r.keys():
+            assert torch.equal(nxt[key], nxt_r[key]), (t, key)
+        assert torch.equal(core.observe(*env.env_state)["observation"], obs_r["observation"])
+        assert torch.equal(env.steps, ref.steps)
+
+
+@pytest.mark.slow  # compiles the step: about 10 s a game on 2 CPU cores
+@pytest.mark.parametrize("game", SITES)
+def test_compiled_lean_step_follows_the_eager_env(game):
+    from gpurl.envs.compile import compile_lean_step
+
+    env, ref = _env(game, seed=3), _env(game, seed=3)
+    env.lean_reset(), ref.lean_reset()
+    step = compile_lean_step(env)
+    gen = torch.Generator().manual_seed(0)
+    for t in range(100):
+        action = torch.randint(0, len(env.rules.actions), (8,), generator=gen)
+        (nxt, obs), (nxt_r, obs_r) = step(action), ref.lean_step(action)
+        for key in nxt_r.keys():
+            assert torch.equal(nxt[key], nxt_r[key]), (t, key)
+        assert torch.equal(obs["observation"], obs_r["observation"]), t

@@ -1,0 +1,68 @@
+"""The MinAtar presets (experiment=minatar_<game>_{pqn,dqn}) compose with their settings,
+build MinAtar's one-layer CNN on the game's 10 x 10 channels, and train a few iterations
+at a tiny budget; learning is left to the reproduction runs (docs/envs/minatar.md)."""
+
+import pytest
+import torch
+
+from gpurl.envs.minatar import MinAtarEnv
+from gpurl.envs.minatar.env import GAMES
+from gpurl.train import build, load_config
+
+PRESETS = [f"minatar_{game}_{agent}" for game in sorted(GAMES) for agent in ("pqn", "dqn")]
+# small budgets: PQN two rollouts of 8 x 16, DQN 64 frames after 32 random ones
+SMALL = {
+    "pqn": ["env.num_envs=16", "trainer.rollout_steps=8", "agent.minibatches=4",
+            "trainer.total_frames=256", "trainer.eval_interval=128"],
+    "dqn": ["trainer.total_frames=96", "trainer.init_random_frames=32",
+            "trainer.buffer_size=1000", "trainer.eval_interval=96"],
+}  # fmt: skip
+
+
+# Breakout's two in the fast suite, the others in the slow one (every preset is composed
+# and checked against the schema in the fast suite by tests/test_bad_input.py)
+TRAINED = [
+    p if p.startswith("minatar_breakout") else pytest.param(p, marks=pytest.mark.slow)
+    for p in PRESETS
+]
+
+
+def _small(preset: str, agent: str) -> list[str]:
+    return [
+        f"experiment={preset}",
+        *SMALL[agent],
+        "env.eval_envs=2",
+        "env.max_episode_steps=50",
+        "trainer.log_interval=64",
+        f"trainer.checkpoint_interval={256 if agent == 'pqn' else 96}",
+        "logger=none",
+        "trainer.progress=false",
+    ]
+
+
+@pytest.mark.parametrize("preset", TRAINED)
+def test_minatar_preset_composes_with_its_settings(tmp_path, preset):
+    game, agent = preset.removeprefix("minatar_").rsplit("_", 1)
+    full = load_config([f"experiment={preset}"])
+    assert full.env.game == game and full.agent.encoder.cnn == "minatar"
+    if agent == "pqn":  # purejaxql's MinAtar settings
+        assert full.trainer.total_frames >= 10_000_000 and full.env.num_envs == 128
+        assert full.agent.q_lambda == 0.65 and full.agent.lr == 5e-4
+    else:  # the MinAtar paper's DQN
+        assert full.trainer.total_frames == 5_000_000 and full.trainer.buffer_size == 100_000
+        assert full.agent.target_update_interval == 1000 and full.trainer.batch_size == 32
+        assert full.trainer.init_random_frames == 5000 and full.env.num_envs == 1
+
+
+@pytest.mark.parametrize("preset", TRAINED)
+def test_minatar_preset_trains_a_few_iterations(tmp_path, preset):
+    game, agent = preset.removeprefix("minatar_").rsplit("_", 1)
+    trainer = build(load_config(_small(preset, agent)), tmp_path)
+    assert isinstance(trainer.env, MinAtarEnv) and trainer.env.rules.name == game
+    nets = trainer.agent.modules().values()
+    convs = [m for net in nets for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    # MinAtar's one layer: 16 3 x 3 filters over the game's channels
+    assert {(c.in_channels, c.out_channels, c.kernel_size) for c in convs} == {
+        (GAMES[game].channels, 16, (3, 3))
+    }
+    trainer.train()
