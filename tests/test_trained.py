@@ -221,7 +221,9 @@ def test_pixel_frames_are_the_observation_in_colour():
     assert torch.equal(frames[:, ::2, ::2], palette[newest])
 
 
-@pytest.mark.parametrize("name", ["cartpole", "pendulum", "pixels", "packing", "marinenav"])
+@pytest.mark.parametrize(
+    "name", ["cartpole", "pendulum", "pixels", "packing", "marinenav", "minatar"]
+)
 def test_every_native_env_family_draws_frames(name):
     """uint8 RGB frames [B, H, W, 3], H and W multiples of 16 (video encoders' blocks),
     not one colour (something is drawn), the same size after steps."""

@@ -131,6 +131,23 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
     def _observation(self):
         return {"observation": self.rules.observe(self.env_state.game)}
 
+    CELL = 16  # pixels a side of a grid cell: 10 x 10 cells, 160 x 160 frames
+    # a colour per channel (the highest set channel of a cell shows), on black
+    PALETTE = (
+        (0, 0, 0), (230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66),
+        (0, 114, 178), (213, 94, 0), (204, 121, 167), (255, 255, 255), (153, 153, 153),
+        (120, 60, 180),
+    )  # fmt: skip
+
+    def render_frames(self) -> torch.Tensor:
+        """The game's grid, each cell in the colour of its highest set channel."""
+        obs = self.rules.observe(self.env_state.game)  # bool [B, C, 10, 10]
+        channel = torch.arange(1, obs.shape[1] + 1, device=obs.device).view(1, -1, 1, 1)
+        shown = (obs * channel).amax(1)  # [B, 10, 10]: 0 where empty
+        palette = torch.tensor(self.PALETTE, dtype=torch.uint8, device=obs.device)
+        cells = palette[shown.clamp(max=len(self.PALETTE) - 1)]
+        return cells.repeat_interleave(self.CELL, 1).repeat_interleave(self.CELL, 2)
+
     def lean_core(self) -> LeanCore:
         b = self.num_envs
         return LeanCore(
