@@ -87,6 +87,7 @@ def test_compiled_cartpole_follows_eager(cartpoles):
     assert _assert_close_steps(eager, compiled, step, 150, gen) > 20
 
 
+@pytest.mark.slow  # Inductor compiles the rollout: seconds, as the other compiled checks
 def test_compiled_pendulum_follows_eager():
     eager, compiled = PendulumEnv(4, seed=2), PendulumEnv(4, seed=2)
     step = compile_lean_step(compiled)

@@ -153,6 +153,7 @@ def csv_in(options, log_dir, experiment_name):
     return CSVLogger(experiment_name, log_dir=str(log_dir / options["folder"]))
 
 
+@pytest.mark.slow  # a short run: seconds
 def test_a_plugin_encoder_is_chosen_by_name_with_its_keys(tmp_path, scoped_registry):
     """agent.encoder.name picks a registered encoder; its own keys are checked, gpurl's
     spec keys in the agent's block pass by."""

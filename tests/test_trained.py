@@ -21,9 +21,9 @@ from gpurl.trained import TrainedPolicy, export
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
-    "trainer.total_frames=256",
+    "trainer.total_frames=128",
     "trainer.init_random_frames=64",
-    "trainer.eval_interval=256",
+    "trainer.eval_interval=128",
     "trainer.batch_size=16",
     "agent.hidden=[16,16]",
     "env.eval_envs=2",
@@ -46,7 +46,7 @@ def run(tmp_path_factory):
 
 def test_load_acts_on_tensors_and_mappings_batched_or_not(run):
     policy = api.load(run)
-    assert policy.frames == 256
+    assert policy.frames == 128
     obs = torch.randn(5, 4)
     batched = policy(obs)
     assert batched.shape == (5,) and batched.dtype == torch.int64
@@ -63,7 +63,7 @@ def test_eval_writes_eval_json_and_prints_a_table(run, capsys):
     assert gpurl_eval.main([str(run), "--episodes", "3", "--seed", "5"]) == 0
     out = capsys.readouterr().out
     record = json.loads((run / "eval.json").read_text())
-    assert record["eval_envs"] == 3 and record["seed"] == 5 and record["frames"] == 256
+    assert record["eval_envs"] == 3 and record["seed"] == 5 and record["frames"] == 128
     assert "return" in record["metrics"] and "  return  " in out
     # the run's own seed again: its evaluation envs are built as the run's were, so on
     # the run's one evaluation's checkpoint the episodes and the return are the same
@@ -251,8 +251,8 @@ def test_video_interval_records_greedy_episodes_while_training(tmp_path):
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    *_, summary = train_run_dir(run_dir, [*TINY, "trainer.video_interval=128"])
-    assert summary["videos"] == [str(run_dir / "videos" / f"frames_{n}.mp4") for n in (128, 256)]
+    *_, summary = train_run_dir(run_dir, [*TINY, "trainer.video_interval=64"])
+    assert summary["videos"] == [str(run_dir / "videos" / f"frames_{n}.mp4") for n in (64, 128)]
     frames = iio.imread(summary["videos"][-1])
     assert frames.shape[1:] == (*CartPoleEnv.FRAME, 3) and len(frames) >= 2
 
@@ -378,14 +378,14 @@ def test_videos_reach_tensorboard_and_wandb(tmp_path):
 
     tb = tmp_path / "tb"
     tb.mkdir()
-    train_run_dir(tb, [*TINY, "trainer.video_interval=256", "logger=tensorboard"])
+    train_run_dir(tb, [*TINY, "trainer.video_interval=128", "logger=tensorboard"])
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     (events,) = {p.parent for p in (tb / "logs").rglob("events.out.tfevents.*")}
     acc = EventAccumulator(str(events), size_guidance={"images": 0})
     acc.Reload()
     (image,) = acc.Images("eval/video")
-    assert image.step == 256 and image.encoded_image_string[:6] == b"GIF89a"
+    assert image.step == 128 and image.encoded_image_string[:6] == b"GIF89a"
 
     pytest.importorskip("wandb")
     from gpurl.trainers.loggers import close_loggers
@@ -393,9 +393,9 @@ def test_videos_reach_tensorboard_and_wandb(tmp_path):
 
     wb = tmp_path / "wb"
     wb.mkdir()
-    train_run_dir(wb, [*TINY, "trainer.video_interval=256", "logger=wandb"])
+    train_run_dir(wb, [*TINY, "trainer.video_interval=128", "logger=wandb"])
     close_loggers()
     (run_file,) = (wb / "logs" / "wandb").glob("offline-run-*/run-*.wandb")
     rows = [r for r in wandb_history(run_file) if "eval/video/_type" in r]
-    assert [(r["eval/step"], r["eval/video/_type"]) for r in rows] == [(256, "video-file")]
+    assert [(r["eval/step"], r["eval/video/_type"]) for r in rows] == [(128, "video-file")]
     assert list((wb / "logs" / "wandb").rglob("media/videos/eval/*.mp4"))

@@ -23,9 +23,8 @@ def record_episode(env, policy, max_steps: int, name: str = "this env") -> torch
     first = env.render_frames()
     if first is None:
         raise ConfigError(
-            f"env={name} draws no frames, so it has no video: record a native env that "
-            f"renders (a native env: cartpole, pendulum, pixels, packing, marinenav, minatar) or drop the "
-            f"video option"
+            f"env={name} draws no frames, so it has no video: record a native env (cartpole, "
+            f"pendulum, pixels, packing, marinenav, minatar) or drop the video option"
         )
     frames = [first.reshape(-1, *first.shape[-3:])[0].cpu()]
     with greedy_mode():

@@ -118,7 +118,11 @@ POLICY = {
 
 
 @pytest.mark.parametrize("game", SITES)
-@pytest.mark.parametrize(("sticky", "ramping"), [(0.1, True), (0.5, True), (0.1, False)])
+@pytest.mark.parametrize(
+    ("sticky", "ramping"),
+    # the published settings in the fast suite; the variants with the slow one
+    [(0.1, True), pytest.param(0.5, True, marks=pytest.mark.slow), (0.1, False)],
+)
 def test_parity_with_the_reference(game, sticky, ramping):
     env = _env(game, sticky_prob=sticky, difficulty_ramping=ramping, seed=int(sticky * 10))
     weights, setup = POLICY.get(game, (None, None))
