@@ -36,6 +36,7 @@ def train(*args, cwd):
     )
 
 
+@pytest.mark.slow  # a `python -m gpurl.train` process: seconds
 def test_a_run_leaves_logs_checkpoint_plot_and_summary(tmp_path):
     run_dir = tmp_path / "run"
     out = train(*TINY, f"hydra.run.dir={run_dir}", cwd=tmp_path)

@@ -19,6 +19,7 @@ def records(capsys) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
+@pytest.mark.slow  # VMAS episodes of two presets: seconds
 @pytest.mark.parametrize("preset", ["vmas_navigation_dqn", "vmas_navigation_sac"])
 def test_heuristic_reaches_the_goals_and_random_play_does_not(capsys, preset):
     eval_vmas.main([preset, "--seeds", "1", "--passes", "1", "--", *SMALL])
@@ -33,6 +34,7 @@ def test_heuristic_reaches_the_goals_and_random_play_does_not(capsys, preset):
     assert heuristic["mean_return"] > random["mean_return"] + 1
 
 
+@pytest.mark.slow  # a VMAS run, then its evaluation: seconds
 def test_a_trained_run_is_evaluated_on_its_own_seed(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()

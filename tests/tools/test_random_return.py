@@ -16,6 +16,7 @@ def test_prints_a_record_of_random_play_returns(capsys):
     assert 8 < record["mean_return"] < 60
 
 
+@pytest.mark.slow  # Pendulum episodes of a random policy: seconds
 def test_continuous_actions_are_drawn_within_the_bounds(capsys):
     pytest.importorskip("dm_control")
     random_return.main(["dmc_cartpole_swingup_sac", "--seeds", "0", "--passes", "1"])
