@@ -116,22 +116,27 @@ def test_export_checks_equal_actions_and_writes_the_program(run, tmp_path):
     assert torch.equal(program(obs), api.load(run)(obs))
 
 
+def run_example(script: str, exported: Path, cwd: Path) -> str:
+    """examples/SCRIPT on an exported policy in a process of its own (no PYTHONPATH to
+    the checkout); its output."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), str(exported)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 @pytest.mark.slow  # processes: about 15 s
 def test_the_exported_program_runs_without_gpurl(run, tmp_path):
     out = tmp_path / "export" / "policy.pt2"
     assert gpurl_export.main([str(run), "--out", str(out)]) == 0
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    script = ROOT / "examples" / "run_exported.py"
-    done = subprocess.run(
-        [sys.executable, str(script), str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "gpurl imported: False" in done.stdout
+    assert "gpurl imported: False" in run_example("run_exported.py", out, tmp_path)
 
 
 @pytest.mark.slow  # a run, evaluated or exported: seconds
@@ -357,18 +362,8 @@ def test_the_onnx_model_runs_without_torch(run, tmp_path):
     pytest.importorskip("onnxscript")
     out = tmp_path / "export" / "policy.pt2"
     assert gpurl_export.main([str(run), "--out", str(out), "--onnx"]) == 0
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    script = ROOT / "examples" / "run_exported_onnx.py"
-    done = subprocess.run(
-        [sys.executable, str(script), str(out.with_suffix(".onnx"))],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "torch imported: False" in done.stdout
+    stdout = run_example("run_exported_onnx.py", out.with_suffix(".onnx"), tmp_path)
+    assert "torch imported: False" in stdout
 
 
 @pytest.mark.slow  # a TensorBoard and a W&B run: seconds each
