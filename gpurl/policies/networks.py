@@ -39,7 +39,7 @@ from torch import nn
 from torchrl.data import Bounded
 
 from gpurl.core import registry
-from gpurl.core.config import Schema, key
+from gpurl.core.config import Schema, key, plain_keys
 from gpurl.core.targets import TARGET, resolve_target
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
@@ -294,7 +294,7 @@ def make_encoder(info: EnvInfo, cfg=None) -> nn.Module:
     """The encoder an agent config asks for: the registered one `agent.encoder.name`
     names (gpurl's SpecEncoder, `spec`, by default) built from the keys its config
     declares, or one's own by `agent.encoder._target_`."""
-    opts = _plain(cfg)
+    opts = dict(plain_keys(cfg or {}))
     if opts.get(TARGET) is not None:
         return target_encoder(info, opts.pop(TARGET), opts)
     chosen = registry.get("encoder", opts.get("name") or "spec", "agent.encoder.name")
@@ -306,14 +306,6 @@ def make_encoder(info: EnvInfo, cfg=None) -> nn.Module:
     except TypeError as err:
         raise ConfigError(f"bad option for agent.encoder.name={chosen.name}: {err}") from None
     return _checked(encoder, f"agent.encoder.name={chosen.name}").to(info.device)
-
-
-def _plain(cfg) -> dict:
-    from omegaconf import DictConfig, OmegaConf
-
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return dict(cfg or {})
 
 
 def target_encoder(info: EnvInfo, target, options: dict) -> nn.Module:
