@@ -116,7 +116,7 @@ def test_stacked_update_equals_separate_updates(case, monkeypatch):
                 )
 
 
-@pytest.mark.parametrize("critic", ["local", "central"])
+@pytest.mark.parametrize("critic", ["local", pytest.param("central", marks=pytest.mark.slow)])
 def test_stacked_multi_robot_ppo_update_equals_separate_updates(critic):
     """IPPO and MAPPO on MarineNav: robots that do not act are masked, and each run's
     loss stays the mean over its own acting robots however many the other runs have."""
@@ -230,7 +230,9 @@ INDEPENDENCE_CASES = {
 
 CHANGES = [
     ("dqn", "lr", "[1e-3,1e-3,1e-3]", "[1e-3,1e-2,1e-3]"),
-    ("dqn", "epsilon_end", "[0.05,0.05,0.05]", "[0.05,0.5,0.05]"),
+    pytest.param(
+        "dqn", "epsilon_end", "[0.05,0.05,0.05]", "[0.05,0.5,0.05]", marks=pytest.mark.slow
+    ),
     pytest.param("dqn", "gamma", "[0.99,0.99,0.99]", "[0.99,0.5,0.99]", marks=pytest.mark.slow),
     ("ppo", "lr", "[1e-3,1e-3,1e-3]", "[1e-3,1e-2,1e-3]"),
     pytest.param("ppo", "entropy_coef", "[0.0,0.0,0.0]", "[0.0,0.5,0.0]", marks=pytest.mark.slow),

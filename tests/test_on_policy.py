@@ -285,6 +285,7 @@ def test_shared_encoder_runs_one_trunk_once_a_pass(tmp_path):
     assert len(calls) == 8 + 1 + passes
 
 
+@pytest.mark.slow  # two short trainings: seconds
 def test_shared_encoder_is_trained_by_both_losses(tmp_path):
     """The value loss moves the shared trunk, and not the actor's own trunk when separate
     (no grad-norm clip here: one norm over both heads would couple them)."""
