@@ -10,8 +10,9 @@ scenario set, packing's fixed episodes, held-out pixel worlds; elsewhere one gre
 episode in each of `--episodes` env copies), on evaluation envs of `--seed` (default:
 the run's own: its envs are built as the run's were, so the episodes are those of the
 run's first evaluation). It prints the metrics as a table and writes them to RUN_DIR/eval.json.
-With --video it then records one greedy episode of an evaluation env (its first copy)
-as RUN_DIR/video/episode.mp4, or episode.gif with --gif, for envs that draw frames.
+With --video it then records one greedy episode of an evaluation env (one copy, on the
+evaluation's seed) as RUN_DIR/video/episode.mp4, or episode.gif with --gif, for envs that
+draw frames: the native ones, gym, dmc and vmas.
 A mistake (no such run, a damaged checkpoint, a run of another gpurl version) stops
 with one line and exit status 2.
 """
@@ -53,11 +54,13 @@ def evaluate(
     seed = int(trained.cfg.seed) if seed is None else int(seed)
     env = make_eval_env(env_cfg, device=device, seed=seed)
     metrics = evaluate_protocol(env, trained.policy)
-    recorded = None
-    if video is not None:  # after: the evaluation's episodes stay the run's own
-        frames = record_episode(env, trained.policy, env.max_episode_steps, env_cfg.get("name"))
-        recorded = {"path": str(write_video(frames, video)), "frames": len(frames)}
     env.close()
+    recorded = None
+    if video is not None:
+        frames = record_episode(
+            video_env(env_cfg, device, seed), trained.policy, env.max_episode_steps, env_cfg["name"]
+        )
+        recorded = {"path": str(write_video(frames, video)), "frames": len(frames)}
     return {
         "run_dir": str(trained.run_dir),
         "checkpoint": trained.checkpoint.name,
@@ -72,6 +75,12 @@ def evaluate(
         "commit": gpurl_commit(),
         **environment_record(device),
     }
+
+
+def video_env(env_cfg: dict, device: str, seed: int):
+    """The env a video episode plays in: one evaluation copy, on the evaluation's seed (a
+    foreign env draws every copy it has, so the video's env has one)."""
+    return make_eval_env({**env_cfg, "eval_envs": 1}, device=device, seed=seed)
 
 
 def table(record: dict) -> str:

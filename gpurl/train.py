@@ -171,8 +171,8 @@ def make_video_env(cfg: DictConfig, device):
     env.reset()
     if env.render_frames() is None:
         raise ConfigError(
-            f"trainer.video_interval: env={cfg.env.name} draws no frames (the native envs "
-            f"do): set trainer.video_interval=null"
+            f"trainer.video_interval: env={cfg.env.name} draws no frames (the native envs, "
+            f"gym, dmc and vmas do): set trainer.video_interval=null"
         )
     return env
 

@@ -158,13 +158,13 @@ def test_eval_records_a_greedy_episode_as_video(run, capsys):
 
 
 def test_an_env_that_draws_nothing_has_no_video():
-    from gpurl.envs.gym import make_gym_env
+    """An env of the user's own without render_frames (the corridor of
+    tests/extending/) is refused in one line."""
     from gpurl.trainers.video import record_episode
+    from tests.extending.corridor import CorridorEnv
 
-    pytest.importorskip("gymnasium")
-    env = make_gym_env("CartPole-v1", 1)
-    with pytest.raises(ConfigError, match="env=gym draws no frames") as err:
-        record_episode(env, lambda td: td, 10, "gym")
+    with pytest.raises(ConfigError, match="env=corridor draws no frames") as err:
+        record_episode(CorridorEnv(1), lambda td: td, 10, "corridor")
     assert "\n" not in str(err.value)
 
 
@@ -263,11 +263,11 @@ def test_video_interval_records_greedy_episodes_while_training(tmp_path):
 
 
 def test_video_interval_needs_an_env_that_draws(tmp_path):
-    pytest.importorskip("gymnasium")
     from gpurl.train import build, load_config
 
-    cfg = load_config(["env=gym", *TINY, "trainer.video_interval=128"])
-    with pytest.raises(ConfigError, match="trainer.video_interval: env=gym draws no frames"):
+    corridor = ["env=custom", "env._target_=tests.extending.corridor.CorridorEnv"]
+    cfg = load_config([*corridor, *TINY, "trainer.video_interval=128"])
+    with pytest.raises(ConfigError, match="trainer.video_interval: env=custom draws no frames"):
         build(cfg, tmp_path)
 
 
@@ -316,7 +316,23 @@ FAMILIES = {
 }
 
 
-@pytest.mark.slow  # a short run per family, its evaluation and export: about 2 minutes
+def greedy_episode_length(env, policy) -> int:
+    """Steps of the greedy episode of env's first copy, from a fresh reset."""
+    from torchrl.envs.utils import step_mdp
+
+    from gpurl.trainers.evaluation import greedy_mode
+
+    td = env.reset()
+    with greedy_mode():
+        for step in range(1, env.max_episode_steps + 1):
+            td = env.step(policy(td))
+            if bool(td.get(("next", "done")).reshape(-1)[0]):
+                return step
+            td = step_mdp(td)
+    return env.max_episode_steps
+
+
+@pytest.mark.slow  # a short run per family, its evaluation, video and export: 2-3 minutes
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_env_family_evaluates_loads_and_exports(family, tmp_path):
     from tests.conftest import train_run_dir
@@ -327,9 +343,22 @@ def test_every_env_family_evaluates_loads_and_exports(family, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     train_run_dir(run_dir, [*SMALL, *overrides])
-    record = gpurl_eval.evaluate(run_dir)
-    assert "return" in record["metrics"]
     policy = TrainedPolicy(run_dir)
+    if family == "envpool":  # envpool draws nothing: a video is refused in one line
+        with pytest.raises(ConfigError, match="env=envpool draws no frames"):
+            gpurl_eval.evaluate(run_dir, video=tmp_path / "episode.gif")
+        record = gpurl_eval.evaluate(run_dir)
+    else:
+        iio = pytest.importorskip("imageio.v3")
+        record = gpurl_eval.evaluate(run_dir, video=tmp_path / "episode.mp4")
+        # the video: the greedy episode's frames (its start and each state reached), at
+        # the size the env draws (an MP4: a GIF merges repeated frames into one)
+        env = gpurl_eval.video_env(dict(policy.cfg.env), "cpu", int(policy.cfg.seed))
+        length = greedy_episode_length(env, policy.policy)
+        frames = iio.imread(record["video"]["path"])
+        assert record["video"]["frames"] == len(frames) == length + 1
+        assert frames.shape[1:] == env.render_frames().shape[-3:]
+    assert "return" in record["metrics"]
     onnx = importlib.util.find_spec("onnxruntime") is not None  # the export extra
     meta = export(policy, tmp_path / "policy.pt2", observations=64, onnx=onnx)
     assert meta["checked_observations"] == 64 and (meta["onnx"] is not None) == onnx

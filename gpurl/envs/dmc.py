@@ -18,13 +18,18 @@ save on a few cores). The layout:
                               tasks have no terminal states)
 
 Evaluation is ForeignEnv's: each evaluation copy's first episode return, greedy.
-Rendering is off (MUJOCO_GL=disable, unless set): state observations need none.
+Video (python -m gpurl.eval RUN --video, trainer.video_interval) is MuJoCo's picture from
+the task's first camera, 240 x 320, drawn headless through EGL: MUJOCO_GL is set to egl
+where libEGL is found (a value of your own wins), and to disable elsewhere, where a
+video request then stops with one line.
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 
+import numpy as np
 import torch
 from torchrl.envs import (
     CatTensors,
@@ -47,7 +52,8 @@ EPISODE_CONTROL_STEPS = 1000  # every suite task's time limit, in control steps
 
 def import_suite():
     """dm_control's suite, or a one-line ConfigError naming the install."""
-    os.environ.setdefault("MUJOCO_GL", "disable")  # no display, no renderer needed
+    # headless rendering for video where the machine has EGL; training renders nothing
+    os.environ.setdefault("MUJOCO_GL", "egl" if ctypes.util.find_library("EGL") else "disable")
     try:
         import mujoco
         from dm_control import suite
@@ -62,11 +68,18 @@ def import_suite():
     return suite
 
 
-def dmc_task(domain: str, task: str, frame_skip: int = 1) -> TransformedEnv:
-    """One copy of a suite task, its observation entries in one float32 vector."""
-    from torchrl.envs.libs.dm_control import DMControlEnv
+FRAME = (240, 320)  # dm_control's default picture size
 
-    env = DMControlEnv(domain, task, frame_skip=int(frame_skip))
+
+def dmc_task(domain: str, task: str, frame_skip: int = 1, tasks: list | None = None):
+    """One copy of a suite task, its observation entries in one float32 vector; the
+    suite env is appended to `tasks`, for its renderer."""
+    from torchrl.envs.libs.dm_control import DMControlWrapper
+
+    suite_env = import_suite().load(domain, task)
+    if tasks is not None:
+        tasks.append(suite_env)
+    env = DMControlWrapper(suite_env, frame_skip=int(frame_skip))
     keys = list(env.observation_spec.keys())
     return TransformedEnv(
         env,
@@ -122,8 +135,27 @@ def make_dmc_env(
     n, skip = int(num_envs), int(frame_skip)
     if n < 1 or skip < 1:
         raise ConfigError(f"env.num_envs and env.frame_skip must be >= 1, got {n} and {skip}")
-    env = SerialEnv(n, lambda: dmc_task(domain, task, skip))
+    tasks = []  # the copies' suite envs, made when SerialEnv starts them
+    env = SerialEnv(n, lambda: dmc_task(domain, task, skip, tasks))
     env.set_seed(int(seed))
     cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
     steps = int(max_episode_steps or -(-EPISODE_CONTROL_STEPS // skip))
-    return ForeignEnv(env, cast, max_episode_steps=steps)
+    return ForeignEnv(env, cast, max_episode_steps=steps, frames=render_tasks(tasks, n))
+
+
+def render_tasks(tasks: list, n: int):
+    """The renderer of n DMC copies: each suite env's picture from its first camera.
+    The copies are the last n suite envs made (SerialEnv first makes one to read the
+    specs, and makes them again when it restarts)."""
+
+    def frames() -> torch.Tensor:
+        try:
+            drawn = [t.physics.render(*FRAME, camera_id=0) for t in tasks[-n:]]
+        except Exception as err:  # no OpenGL backend: MuJoCo says which
+            raise ConfigError(
+                f"env=dmc cannot draw its frames (MUJOCO_GL={os.environ.get('MUJOCO_GL')}): "
+                f"{str(err).splitlines()[0]}; set MUJOCO_GL=egl or osmesa"
+            ) from None
+        return torch.from_numpy(np.stack(drawn))
+
+    return frames

@@ -10,6 +10,9 @@ their defaults:
                           reset and stepped on: a vector env may not be stepped past
                           its end)
     validate_actions      checked at every step of the TorchRL face, as native envs do
+    render_frames         the env's own render where its family hands one over (`frames`:
+                          Gymnasium's rgb_array, DMC's MuJoCo camera, VMAS's view), else
+                          none
     lean_path             gpurl's LeanCollector steps it through lean_reset / lean_step,
                           one generic adapter over TorchRL's step_and_maybe_reset, where
                           that costs no device sync: on the CPU (a host read of host data
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -60,9 +64,11 @@ class ForeignEnv(EnvHooks, TransformedEnv):
         transform: Transform | None = None,
         max_episode_steps: int = 1000,
         collector: str = "auto",
+        frames: Callable[[], torch.Tensor] | None = None,
     ):
         super().__init__(env, transform)
         self.max_episode_steps = int(max_episode_steps)
+        self.frames = frames  # the family's renderer of every copy, uint8 [N, H, W, 3]
         self._obs: TensorDictBase | None = None  # the lean path's observation to act on
         self.lean_path = self.choose_collector(collector)
 
@@ -116,6 +122,11 @@ class ForeignEnv(EnvHooks, TransformedEnv):
         if self.validate_actions:  # a Python flag: the check's host read only when asked
             self.check_action(tensordict.get(self.action_key))
         return super()._step(tensordict)
+
+    def render_frames(self) -> torch.Tensor | None:
+        """Every copy's current picture, drawn by the foreign env's own renderer (on the
+        host: foreign simulators draw there), or None where its family gave none."""
+        return None if self.frames is None else self.frames()
 
     def evaluation_protocol(self, policy) -> dict[str, float]:
         """The mean of each env's first greedy episode return."""

@@ -45,7 +45,8 @@ class LeanGymEnv(ForeignEnv):
     and ForeignEnv's otherwise."""
 
     def __init__(self, wrapper: GymWrapper, vector, cast, max_episode_steps, collector):
-        super().__init__(wrapper, cast, max_episode_steps=max_episode_steps, collector=collector)
+        frames = render_copies(vector) if vector.render_mode == "rgb_array" else None
+        super().__init__(wrapper, cast, max_episode_steps, collector, frames)
         self.vector = vector
         obs_spec = self.full_observation_spec
         action_spec = self.full_action_spec[self.action_key]
@@ -112,6 +113,31 @@ class LeanGymEnv(ForeignEnv):
 _FLAGS = ("terminated", "truncated", "done")
 
 
+def render_copies(vector):
+    """The renderer of a vector env made with render_mode="rgb_array": every copy's
+    picture as Gymnasium draws it, uint8 [N, H, W, 3] on the host."""
+
+    def frames() -> torch.Tensor:
+        import gymnasium as gym
+
+        try:
+            return torch.from_numpy(np.stack(vector.render()))
+        except gym.error.DependencyNotInstalled as err:  # pygame for classic control
+            raise ConfigError(f"env=gym cannot draw its frames: {err}") from None
+
+    return frames
+
+
+def rendering(gym, env_id: str) -> str | None:
+    """ "rgb_array" where the task draws pictures of itself (its metadata lists the
+    mode), else None: every copy is then made with that render mode, which draws
+    nothing until asked (video), so training steps as fast."""
+    probe = gym.make(env_id)
+    modes = probe.metadata.get("render_modes", [])
+    probe.close()
+    return "rgb_array" if "rgb_array" in modes else None
+
+
 @declare(name="gym", num_envs=1, eval_envs=10)
 class GymConfig(EnvConfig):
     """Any Gymnasium task through TorchRL's GymWrapper: env=gym env.id=Acrobot-v1"""
@@ -143,8 +169,9 @@ def make_gym_env(
             f"unknown Gymnasium env id '{env_id}' ({err}): pass a registered id, "
             "e.g. env.id=Acrobot-v1"
         ) from err
+    mode = rendering(gym, env_id)
     vector = gym.vector.SyncVectorEnv(
-        [lambda: gym.make(env_id)] * int(num_envs),
+        [lambda: gym.make(env_id, render_mode=mode)] * int(num_envs),
         autoreset_mode=gym.vector.AutoresetMode.DISABLED,
     )
     env = CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")

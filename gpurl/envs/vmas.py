@@ -19,9 +19,10 @@ VMAS's own `max_steps` is not used: it ends an episode as terminated, and a lear
 would then treat a time limit as a terminal state. GroupFlags counts steps itself and
 sets "truncated" instead, so the replay bootstraps through it.
 
-The factory returns the TransformedEnv; gpurl's `_target_` path (envs/foreign.py) wraps
-it in a ForeignEnv, and env.collector picks the collector (auto: gpurl's lean collector
-through the adapter on the CPU). vmas is an optional extra:
+The factory returns it as a ForeignEnv (envs/foreign.py) whose frames are VMAS's own
+picture of each env (video: python -m gpurl.eval RUN --video, trainer.video_interval),
+and env.collector picks the collector (auto: gpurl's lean collector through the
+adapter on the CPU). vmas is an optional extra:
 `pip install -e '.[vmas]'`.
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 from torchrl.data import Categorical, Composite, Unbounded
@@ -37,6 +39,7 @@ from torchrl.envs import Transform, TransformedEnv
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
 from gpurl.envs.config import ForeignEnvConfig
+from gpurl.envs.foreign import ForeignEnv
 from gpurl.errors import ConfigError
 
 GROUP = "agents"
@@ -140,13 +143,13 @@ def make_vmas_env(
     max_episode_steps: int = 100,
     continuous_actions: bool = True,
     **scenario_kwargs,
-) -> TransformedEnv:
+) -> ForeignEnv:
     """A VMAS scenario with `num_envs` envs on `device`, every agent in the group
     "agents"; `scenario_kwargs` go to the scenario (navigation: n_agents,
     shared_rew, collisions, ...)."""
     try:
         import vmas  # noqa: F401
-        from torchrl.envs.libs.vmas import VmasEnv
+        from torchrl.envs.libs.vmas import VmasWrapper
         from torchrl.envs.utils import MarlGroupMapType
     except ImportError as err:
         raise ConfigError(f"env=vmas needs vmas ({err}): pip install -e '.[vmas]'") from None
@@ -156,16 +159,17 @@ def make_vmas_env(
         with warnings.catch_warnings():
             # VMAS only warns of an option its scenario does not take: make it an error
             warnings.filterwarnings("error", message="Scenario kwargs")
-            env = VmasEnv(
+            simulator = vmas.make_env(
                 scenario,
                 num_envs=int(num_envs),
                 device=torch.device(device),
                 continuous_actions=bool(continuous_actions),
                 max_steps=None,  # GroupFlags truncates: VMAS would call the limit terminal
                 seed=int(seed),
-                group_map=MarlGroupMapType.ALL_IN_ONE_GROUP,
+                wrapper=None,
                 **scenario_kwargs,
             )
+            env = VmasWrapper(simulator, group_map=MarlGroupMapType.ALL_IN_ONE_GROUP)
     except (UserWarning, AssertionError, ValueError, TypeError, KeyError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         reason = reason.split(" This will turn into an error")[0]  # VMAS's kwargs warning
@@ -175,4 +179,15 @@ def make_vmas_env(
             f"VMAS scenario {scenario} gives its agents different observation or action "
             f"shapes: gpurl's multi-robot agents need one shape for the whole group"
         )
-    return TransformedEnv(env, GroupFlags(max_episode_steps))
+    env = TransformedEnv(env, GroupFlags(max_episode_steps))
+    return ForeignEnv(env, max_episode_steps=int(max_episode_steps), frames=render_envs(simulator))
+
+
+def render_envs(simulator):
+    """The renderer of a VMAS simulator: its picture of each env, uint8 [B, H, W, 3]."""
+
+    def frames() -> torch.Tensor:
+        drawn = [simulator.render(mode="rgb_array", env_index=i) for i in range(simulator.num_envs)]
+        return torch.from_numpy(np.stack(drawn))
+
+    return frames

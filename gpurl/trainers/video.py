@@ -1,4 +1,5 @@
-"""Video of a greedy episode: frames an env draws from its state (EnvHooks.render_frames),
+"""Video of a greedy episode: frames an env draws from its state (EnvHooks.render_frames;
+a foreign env's own renderer: Gymnasium's rgb_array, DMC's camera, VMAS's view),
 written by a maintained encoder (imageio with ffmpeg for MP4, Pillow for GIF; the
 `video` extra: pip install -e '.[video]')."""
 
@@ -24,7 +25,8 @@ def record_episode(env, policy, max_steps: int, name: str = "this env") -> torch
     if first is None:
         raise ConfigError(
             f"env={name} draws no frames, so it has no video: record a native env (cartpole, "
-            f"pendulum, pixels, packing, marinenav, minatar) or drop the video option"
+            f"pendulum, pixels, packing, marinenav, minatar), gym, dmc or vmas, or drop the "
+            f"video option"
         )
     frames = [first.reshape(-1, *first.shape[-3:])[0].cpu()]
     with greedy_mode():
