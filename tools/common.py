@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from gpurl.utils.provenance import environment_record, gpurl_commit  # noqa: F401
 
@@ -11,6 +12,19 @@ from gpurl.utils.provenance import environment_record, gpurl_commit  # noqa: F40
 def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
     sys.stdout.flush()
+
+
+def trained_policy(path, device="cpu"):
+    """gpurl's TrainedPolicy (gpurl/trained.py, what `python -m gpurl.eval` loads) of a run
+    directory (its last checkpoint) or of a checkpoint file in one (RUN/checkpoints/last.pt
+    or best.pt), as the evaluation tools' command lines take either."""
+    # imported here: the tools that only write records need no agents or envs
+    from gpurl.trained import TrainedPolicy
+
+    path = Path(path)
+    if path.is_file():
+        return TrainedPolicy(path.parent.parent, path.stem, device)
+    return TrainedPolicy(path, "last", device)
 
 
 def train_command(preset: str, seed: int, run_dir, *overrides: str) -> list[str]:

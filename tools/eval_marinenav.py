@@ -3,7 +3,9 @@
 Plays the 60 evaluation episodes (10 per curriculum stage, seed 253), all side by side
 in one batched env, with the scripted baseline, a uniform random policy (discrete and
 continuous action versions) and the greedy policy of every run given with --runs (a run
-directory or a checkpoint inside one). Prints one JSON record per (policy, stage):
+directory or a checkpoint inside one, loaded as gpurl's TrainedPolicy, as `python -m
+gpurl.eval RUN` loads it; that command plays the same protocol for one run, without
+baselines, risk levels or table). Prints one JSON record per (policy, stage):
 success rate, travel time and energy (over successful episodes), collisions, timeouts.
 
 With --table FILE it also writes one markdown table, a row per (policy, stage): runs
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -37,19 +40,21 @@ from pathlib import Path
 import torch
 import torchrl
 
-from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv
-from gpurl.envs.marinenav.evaluation import (
+# run as `python tools/NAME.py` from the checkout: its root holds the tools package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv  # noqa: E402
+from gpurl.envs.marinenav.evaluation import (  # noqa: E402
     EVAL_SEED,
     evaluation_scenarios,
     make_eval_env,
     run_episodes,
     summarize,
 )
-from gpurl.envs.marinenav.scripted import RandomPolicy, ScriptedPolicy
-from gpurl.errors import ConfigError
-from gpurl.train import load_trained
-from gpurl.trainers.evaluation import greedy
-from gpurl.utils.provenance import gpurl_commit
+from gpurl.envs.marinenav.scripted import RandomPolicy, ScriptedPolicy  # noqa: E402
+from gpurl.errors import ConfigError  # noqa: E402
+from gpurl.trainers.evaluation import greedy  # noqa: E402
+from tools.common import gpurl_commit, trained_policy  # noqa: E402
 
 
 def policies(args):
@@ -64,20 +69,23 @@ def policies(args):
                 policy = RandomPolicy(continuous=continuous, seed=0, device=args.device)
             out.append((f"{name} ({action})", action, policy, None))
     for run in args.runs:
-        cfg, agent = load_trained(run, args.device)
+        trained = trained_policy(run, args.device)
+        cfg = trained.cfg
         if not cfg.env.name.startswith("marinenav"):
             raise ConfigError(f"{run} trained on env={cfg.env.name}, not MarineNav")
         action = "continuous" if cfg.env.name == "marinenav_continuous" else "discrete"
         name = cfg.agent.name
         if not args.cvar and args.search is None:
-            out.append((name, action, greedy(agent.policy), str(run)))
+            out.append((name, action, greedy(trained.policy), str(run)))
             continue
+        # Below, each level gets its own copy of the run (the policies are played one
+        # after the other); the setting lives on the policy's network, the IQN's
+        # QuantileNetwork or the AC-IQN's CriticCheckedActor (agent.eval_cvar, eval_search).
         if name == "iqn" and args.search is None:
             for alpha in args.cvar:
-                # each its own copy: the policies are played one after the other
-                _, risk_agent = load_trained(run, args.device)
-                risk_agent.z.eval_cvar = alpha
-                out.append((f"iqn cvar {alpha:g}", action, greedy(risk_agent.policy), str(run)))
+                risky = trained_policy(run, args.device).policy
+                risky.network.eval_cvar = alpha
+                out.append((f"iqn cvar {alpha:g}", action, greedy(risky), str(run)))
             continue
         if name != "acqin" or args.search is None:
             raise ConfigError(
@@ -86,10 +94,10 @@ def policies(args):
             )
         for grid in args.search:
             for alpha in (args.cvar or [1.0]) if grid else [1.0]:  # the actor: no level
-                _, checked = load_trained(run, args.device)
-                checked.search.set_search(grid, alpha)
+                checked = trained_policy(run, args.device).policy
+                checked.network.set_search(grid, alpha)
                 label = f"acqin search {grid} cvar {alpha:g}" if grid else "acqin actor"
-                out.append((label, action, greedy(checked.policy), str(run)))
+                out.append((label, action, greedy(checked), str(run)))
     return out
 
 

@@ -6,8 +6,10 @@ record each.
     python tools/eval_packing.py --checkpoint RUN --policies learned_manager,learned_worker
 The episodes are the envs of one batch (num_envs = episodes), drawn from --seed, so every
 policy sees the same items; everything runs batched and is read on the host once. With
---checkpoint the env settings are the run's own (its .hydra/config.yaml: box, resolution,
-grid, items, candidates, max_steps), and the learned policy acts greedily;
+--checkpoint the run is loaded as gpurl's TrainedPolicy, as `python -m gpurl.eval RUN`
+loads it (which plays the run's own evaluation episodes, without baselines), the env
+settings are the run's own (its .hydra/config.yaml: box, resolution, grid, items,
+candidates, max_steps), and the learned policy acts greedily;
 learned_manager and learned_worker keep one learned level and replace the other by the
 heuristic's rule (largest first, or its placement), to tell what each level is worth.
 """
@@ -16,15 +18,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torchrl
 
-from gpurl.envs.packing.baselines import HeuristicPolicy, RandomPolicy
-from gpurl.envs.packing.env import PackingEnv
-from gpurl.envs.packing.evaluation import evaluate
-from gpurl.trainers.evaluation import greedy
+# run as `python tools/NAME.py` from the checkout: its root holds the tools package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpurl.envs import env_kwargs  # noqa: E402
+from gpurl.envs.packing.baselines import HeuristicPolicy, RandomPolicy  # noqa: E402
+from gpurl.envs.packing.env import PackingEnv  # noqa: E402
+from gpurl.envs.packing.evaluation import evaluate  # noqa: E402
+from gpurl.trainers.evaluation import greedy  # noqa: E402
+from tools.common import trained_policy  # noqa: E402
 
 POLICIES = {"random": RandomPolicy, "heuristic": HeuristicPolicy}
 
@@ -59,14 +68,11 @@ def main(argv=None) -> None:
     names = args.policies.split(",")
     run = None
     if args.checkpoint:
-        from gpurl.envs import env_kwargs
-        from gpurl.train import load_trained
-
-        run_cfg, agent = load_trained(args.checkpoint, args.device)
-        cfg = env_kwargs(run_cfg.env)
+        trained = trained_policy(args.checkpoint, args.device)
+        cfg = env_kwargs(trained.cfg.env)
         cfg["compile_placement"] = args.kernel == "compiled"
-        policies["learned"] = lambda geometry: greedy(agent.policy)
-        policies.update(level_splits(agent.policy))
+        policies["learned"] = lambda geometry: greedy(trained.policy)
+        policies.update(level_splits(trained.policy))
         names = [*names, "learned"] if "learned" not in names else names
         run = str(args.checkpoint)
     for name in names:

@@ -12,7 +12,9 @@ at most env.max_episode_steps steps). Policies:
     random     uniform actions from the action spec (discrete or continuous)
     heuristic  navigation's scripted controller (below): toward the own goal, away
                from what the lidar sees
-    trained    a run's checkpoint, greedy (--runs), on its own seed's evaluation env
+    trained    a run's checkpoint, greedy (--runs), on its own seed's evaluation env:
+               the run loaded as gpurl's TrainedPolicy, as `python -m gpurl.eval RUN`
+               loads it (which reports one pass's mean return, no success or length)
 
 One JSON record per (policy, preset or run, seed): each pass's mean return (the root
 reward, the agents' sum), the mean over passes, success (the fraction of episodes
@@ -47,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpurl.envs import make_eval_env  # noqa: E402
 from gpurl.envs.foreign import first_episode_returns  # noqa: E402
-from gpurl.train import load_config, load_trained  # noqa: E402
-from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
+from gpurl.train import load_config  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit, trained_policy  # noqa: E402
 
 ACTION = ("agents", "action")
 OBS = ("agents", "observation")
@@ -131,16 +133,16 @@ def main(argv=None) -> int:
             for name in args.policies:
                 jobs.append((name, preset, cfg, None))
     for run in args.runs:
-        cfg, agent = load_trained(run)
-        jobs.append(("trained", str(run), cfg, agent))
+        trained = trained_policy(run)
+        jobs.append(("trained", str(run), trained.cfg, trained.policy))
     makers = {"random": random_policy, "heuristic": navigation_heuristic}
-    for name, source, cfg, agent in jobs:
+    for name, source, cfg, policy in jobs:
         seed = int(cfg.seed)
         torch.manual_seed(seed)
         env = make_eval_env(cfg.env, device="cpu", seed=seed)
-        policy = agent.policy if agent is not None else makers[name](env)
         # "preset" as tools/random_return.py names it: tools/plot_curves.py --floors reads both
-        origin = {"run": source} if agent is not None else {"preset": source}
+        origin = {"run": source} if policy is not None else {"preset": source}
+        policy = makers[name](env) if policy is None else policy
         record = {"tool": "eval_vmas", "policy": name, **origin, "seed": seed}
         record["scenario"], record["eval_envs"] = str(cfg.env.scenario), int(cfg.env.eval_envs)
         record["continuous_actions"] = bool(cfg.env.continuous_actions)
