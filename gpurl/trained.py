@@ -17,7 +17,9 @@ same way in onnxruntime (examples/run_exported_onnx.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -167,7 +169,7 @@ def export(
     entries = recorded_observations(trained, observations)
     batch = torch.export.Dim("batch", min=1)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _quiet_tracer():
             exported = torch.export.export(
                 program, tuple(entries), dynamic_shapes=(tuple({0: batch} for _ in entries),)
             )
@@ -209,6 +211,19 @@ def export(
     }
     out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+@contextlib.contextmanager
+def _quiet_tracer():
+    """torch.export's tracer logs the graph it failed on as warnings (dozens of lines)
+    before it raises: the one-line error that follows says what matters."""
+    logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def to_onnx(exported, entries: list[torch.Tensor], expected: torch.Tensor, run_dir: Path):

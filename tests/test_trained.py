@@ -132,6 +132,19 @@ def run_example(script: str, exported: Path, cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # a run, exported: seconds
+def test_a_policy_whose_ops_do_not_export_is_refused_naming_the_op(run, tmp_path, capsys):
+    """A network that leaves torch for numpy mid-forward (a forward hook of the user's
+    own, say) cannot be traced: one line that names the call, nothing written."""
+    policy = TrainedPolicy(run)
+    layer = next(m for m in policy.policy.modules() if isinstance(m, torch.nn.Linear))
+    layer.register_forward_hook(lambda m, i, o: torch.from_numpy(o.detach().numpy()))
+    with pytest.raises(ConfigError, match=r"does not export: \.numpy\(\) is not supported") as err:
+        export(policy, tmp_path / "policy.pt2", observations=32)
+    assert "\n" not in str(err.value) and not (tmp_path / "policy.pt2").exists()
+    assert capsys.readouterr().err.count("\n") <= 1  # the tracer's graph dump is not shown
+
+
 @pytest.mark.slow  # processes: about 15 s
 def test_the_exported_program_runs_without_gpurl(run, tmp_path):
     out = tmp_path / "export" / "policy.pt2"
