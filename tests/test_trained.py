@@ -313,6 +313,12 @@ FAMILIES = {
         + ["trainer.total_frames=16", "trainer.init_random_frames=4", "trainer.batch_size=4"]
         + ["trainer.eval_interval=16"],
     ),
+    "minatar": (
+        None,
+        ["experiment=minatar_breakout_pqn", "env.num_envs=4", "env.eval_envs=2"]
+        + ["trainer.rollout_steps=8", "agent.minibatches=2", "trainer.total_frames=32"]
+        + ["trainer.eval_interval=32", "agent.epsilon_frames=32"],
+    ),
     "gym": ("gymnasium", ["env=gym", "env.id=Acrobot-v1", "agent=dqn", "env.eval_envs=2"]),
     "dmc": ("dm_control", ["env=dmc", "agent=sac", "env.frame_skip=8", "env.eval_envs=2"]),
     "vmas": (
