@@ -181,6 +181,35 @@ def test_an_env_that_draws_nothing_has_no_video():
     assert "\n" not in str(err.value)
 
 
+def test_marinenav_frames_draw_each_robots_track_since_its_episode_began():
+    """Where a robot started is inked in its colour once it has moved off (its track),
+    and the track is gone after a reset."""
+    from gpurl.envs.marinenav.env import WORLD_SIZE, MarineNavEnv
+
+    env = MarineNavEnv(num_envs=1, stage=0)
+    colour = torch.tensor(MarineNavEnv.ROBOT_COLOURS[0], dtype=torch.uint8)
+    size = MarineNavEnv.FRAME
+
+    def inked(frames):  # pixels in robot 0's colour: its disc, its goal and its track
+        return int((frames[0] == colour).all(-1).sum())
+
+    td = env.reset()
+    start = env.env_state.start[0, 0] * size / WORLD_SIZE
+    col, row = int(start[0]), int(size - start[1])  # y up on the map, down in the image
+    at_start = inked(env.render_frames())
+    spec = env.full_action_spec[env.action_key]
+    action = torch.full(spec.shape, 24, dtype=torch.int64)  # both thrusts up: ahead
+    for _ in range(3):  # about 4 m: still in the picture
+        td = env.step(td.set(env.action_key, action))["next"]
+        frames = env.render_frames()
+    moved = torch.stack([env.env_state.x[0, 0], env.env_state.y[0, 0]]) * size / WORLD_SIZE
+    assert (moved - start).norm() > 8  # off its start by more than its disc
+    assert torch.equal(frames[0, row, col], colour)  # the track passes its start
+    assert inked(frames) > at_start + 8
+    env.reset()  # a new episode (its own start): its disc and goal again, no track
+    assert abs(inked(env.render_frames()) - at_start) <= 3
+
+
 def test_native_frames_follow_the_state():
     """CartPole's cart is drawn where x puts it; Pendulum's rod points where theta does."""
     from gpurl.envs.cartpole import CartPoleEnv

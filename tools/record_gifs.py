@@ -8,7 +8,9 @@ its last checkpoint, evaluated greedily by the env's own protocol on `--episodes
 evaluation envs (the run's own count by default), then one greedy episode of an
 evaluation copy recorded. The episode is kept whole up to --max-frames frames; a longer
 one keeps every k-th frame (k the smallest that fits) and plays k times slower per
-frame, so the GIF lasts as long as the episode. It is written as OUT/<env>_<agent>.gif.
+frame, so the GIF lasts as long as the episode. Episodes shorter than --min-frames
+(a pixel world solved in a few steps) play one after another until it is reached. It
+is written as OUT/<env>_<agent>.gif.
 
 One JSON line per run goes to stdout and to --records (default
 docs/bench/use/gifs_<device>_<date>.jsonl): the run, its env, agent and preset, the
@@ -27,6 +29,7 @@ import os
 import sys
 from pathlib import Path
 
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,11 +37,14 @@ sys.path.insert(0, str(ROOT))  # run as `python tools/NAME.py`: the root holds t
 
 from tools.common import emit, environment_record  # noqa: E402
 
+MAX_EPISODES = 20  # at most, to reach --min-frames
 GALLERY = ("<!-- gallery:start -->", "<!-- gallery:end -->")
 
 
-def gif_of_run(run_dir: Path, out: Path, episodes: int | None, max_frames: int) -> dict:
-    """Evaluate run_dir, record its greedy episode as OUT/<env>_<agent>.gif; the record."""
+def gif_of_run(
+    run_dir: Path, out: Path, episodes: int | None, max_frames: int, min_frames: int
+) -> dict:
+    """Evaluate run_dir, record its greedy episodes as OUT/<env>_<agent>.gif; the record."""
     from gpurl import eval as gpurl_eval
     from gpurl.trained import TrainedPolicy
     from gpurl.trainers.video import FPS, record_episode, write_video
@@ -47,7 +53,10 @@ def gif_of_run(run_dir: Path, out: Path, episodes: int | None, max_frames: int) 
     trained = TrainedPolicy(run_dir)
     env_cfg = dict(trained.cfg.env)
     env = gpurl_eval.video_env(env_cfg, "cpu", record["seed"])
-    frames = record_episode(env, trained.policy, env.max_episode_steps, env_cfg["name"])
+    episodes = []  # short episodes (a pixel world solved in 3 steps) play one after another
+    while sum(len(e) for e in episodes) < min_frames and len(episodes) < MAX_EPISODES:
+        episodes.append(record_episode(env, trained.policy, env.max_episode_steps, env_cfg["name"]))
+    frames = torch.cat(episodes)
     stride = max(1, math.ceil(len(frames) / max_frames))
     kept = frames[::stride]
     path = out / f"{record['env']}_{record['agent']}.gif"
@@ -61,7 +70,7 @@ def gif_of_run(run_dir: Path, out: Path, episodes: int | None, max_frames: int) 
         "trained_frames": record["frames"],
         "eval_envs": record["eval_envs"],
         "metrics": record["metrics"],
-        "episode_steps": len(frames) - 1,
+        "episode_steps": [len(e) - 1 for e in episodes],
         "gif": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
         "gif_frames": len(kept),
         "stride": stride,
@@ -95,10 +104,16 @@ def gallery(records: list[dict], page: Path) -> str:
         preset = f" ({r['preset']})" if r.get("preset") else ""
         rows.append(
             f"| {r['env']} | {r['agent']}{preset} | {r['trained_frames']:,} | {metrics} "
-            f"({r['eval_envs']} envs) | {r['episode_steps']} steps, every {r['stride']} "
+            f"({r['eval_envs']} envs) | {_episodes(r['episode_steps'])}, every {r['stride']} "
             f"shown | ![{r['env']}]({src}) |"
         )
     return "\n".join(rows)
+
+
+def _episodes(steps: list[int]) -> str:
+    if len(steps) == 1:
+        return f"{steps[0]} steps"
+    return f"{len(steps)} episodes of {min(steps)}-{max(steps)} steps"
 
 
 def write_gallery(records: list[dict], page: Path) -> None:
@@ -119,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", type=Path, help="run directories")
     p.add_argument("--episodes", type=int, default=None, help="evaluation envs (the run's)")
     p.add_argument("--max-frames", type=int, default=150, help="a GIF's most frames")
+    p.add_argument(
+        "--min-frames",
+        type=int,
+        default=60,
+        help="episodes shorter than this play one after another until it is reached",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "use")
     p.add_argument("--records", type=Path, default=None, help="the JSON-lines file to add to")
     p.add_argument("--page", type=Path, default=None, help="rewrite this page's gallery")
@@ -127,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--max-frames {args.max_frames}: give 2 or more")
     records = []
     for run_dir in args.runs:
-        record = gif_of_run(run_dir.resolve(), args.out.resolve(), args.episodes, args.max_frames)
+        record = gif_of_run(
+            run_dir.resolve(), args.out.resolve(), args.episodes, args.max_frames, args.min_frames
+        )
         emit(record)
         records.append(record)
     day = records[0]["date"]

@@ -56,11 +56,15 @@ def discs(frames, cx, cy, radius, color) -> torch.Tensor:
 
 def segments(frames, x0, y0, x1, y1, radius, color) -> torch.Tensor:
     """Thick segments (capsules of `radius`) from (x0, y0) to (x1, y1) [B] pixels."""
+    return _paint(frames, segment_mask(frames, x0, y0, x1, y1, radius), color)
+
+
+def segment_mask(frames, x0, y0, x1, y1, radius) -> torch.Tensor:
+    """The pixels [B, H, W] a thick segment from (x0, y0) to (x1, y1) [B] covers."""
     x, y = _grid(frames)
     ax, ay, bx, by = (_column(v, x.device) for v in (x0, y0, x1, y1))
     dx, dy = bx - ax, by - ay
     t = (((x - ax) * dx + (y - ay) * dy) / (dx.square() + dy.square()).clamp(min=1e-9)).clamp(0, 1)
     radius = _column(radius, x.device)
     inside = (x - ax - t * dx).square() + (y - ay - t * dy).square() <= radius.square()
-    inside = inside & (radius > 0)
-    return _paint(frames, inside, color)
+    return inside & (radius > 0)

@@ -640,11 +640,16 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
     FRAME = 256  # pixels a side of the 55 m square: a multiple of 16, as video likes
     # robot slots' colours; a robot that collided is drawn red, one that arrived green
     ROBOT_COLOURS = ((31, 119, 180), (255, 127, 14), (148, 103, 189), (140, 86, 75), (23, 190, 207))
+    # the robots' tracks so far, kept between frames (drawing only, not the env's state):
+    # the pixels each robot crossed [B, R, H, W], and where the last frame saw it
+    _track: torch.Tensor | None = None
+    _last_seen: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def render_frames(self) -> torch.Tensor:
         """The area from above: the water's speed in blues (darker where the current is
-        stronger), obstacles grey, each robot a disc with its heading and its goal a
-        square in its colour."""
+        stronger), obstacles grey, each robot a disc with its heading, its track since
+        its episode began (from the frames drawn: one per step in a video) and its goal
+        a square in its colour."""
         s, size = self.env_state, self.FRAME
         scale = size / WORLD_SIZE
         centres = (torch.arange(size, device=self.device, dtype=torch.float32) + 0.5) / scale
@@ -664,6 +669,13 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
             ox, oy = px(s.obstacle[:, k, 0], s.obstacle[:, k, 1])
             radius = s.obstacle_radius[:, k] * scale * s.obstacle_valid[:, k]
             frames = draw.discs(frames, ox, oy, radius, (120, 120, 120))
+        rx_all, ry_all = px(s.x, s.y)  # [B, R]
+        track = self._update_track(frames, rx_all, ry_all, s.steps == 0)
+        for i in range(s.x.shape[1]):
+            colour = self.ROBOT_COLOURS[i % len(self.ROBOT_COLOURS)]
+            frames = torch.where(
+                track[:, i, :, :, None], torch.tensor(colour, device=self.device), frames
+            ).to(torch.uint8)
         for i in range(s.x.shape[1]):
             colour = self.ROBOT_COLOURS[i % len(self.ROBOT_COLOURS)]
             on = s.robot_active[:, i]
@@ -683,6 +695,25 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
             frames = draw.segments(frames, rx, ry, hx, hy, 1.5 * on, (0, 0, 0))
             frames = draw.discs(frames, rx, ry, 4.0 * on, body)
         return frames
+
+    def _update_track(self, frames, rx, ry, fresh) -> torch.Tensor:
+        """Ink each active robot's move since the last frame drawn into the tracks, which
+        restart where an episode has just begun (`fresh` [B]); the tracks [B, R, H, W]."""
+        b, r = rx.shape
+        shape = (b, r, *frames.shape[1:3])
+        if self._track is None or self._track.shape != shape:
+            self._track = torch.zeros(shape, dtype=torch.bool, device=self.device)
+            self._last_seen = (rx, ry)
+        self._track[fresh] = False
+        keep = ~fresh[:, None]
+        last_x, last_y = self._last_seen
+        x0, y0 = torch.where(keep, last_x, rx), torch.where(keep, last_y, ry)
+        active = self.env_state.robot_active
+        for i in range(r):
+            line = draw.segment_mask(frames, x0[:, i], y0[:, i], rx[:, i], ry[:, i], 1.0)
+            self._track[:, i] |= line & active[:, i, None, None]
+        self._last_seen = (rx, ry)
+        return self._track
 
 
 @register("env", "marinenav_continuous", MarineNavConfig)
