@@ -3,6 +3,10 @@
 Constants, Euler integration, termination (|x| > 2.4, |theta| > 12 degrees), reward 1
 on every step including the terminal one, truncation at 500 steps and the reset
 distribution U(-0.05, 0.05)^4 are Gymnasium's. Actions: 0 pushes left, 1 pushes right.
+
+`observe_velocity=false` observes the cart's position and the pole's angle only: the
+velocities must then be inferred from consecutive observations, a task that needs
+memory (a recurrent policy, or a stack of frames).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import NamedTuple
 import torch
 from torchrl.data import Categorical, Unbounded
 
-from gpurl.core.config import declare
+from gpurl.core.config import declare, key
 from gpurl.core.registry import register
 from gpurl.envs import draw
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
@@ -114,16 +118,27 @@ class CartPoleConfig(EnvConfig):
 
     obs = "vector"
 
+    observe_velocity: bool = key(
+        True, "false: observe x and theta only (a partially observed CartPole, for memory)"
+    )
+
+
+POSITIONS = [0, 2]  # x and theta: what a CartPole without its velocities observes
+
 
 @register("env", "cartpole", CartPoleConfig)
 class CartPoleEnv(state_attributes(CartPoleState), NativeEnv):
     max_episode_steps = 500
 
-    def __init__(self, num_envs: int = 1, device="cpu", seed: int = 0):
+    def __init__(
+        self, num_envs: int = 1, device="cpu", seed: int = 0, observe_velocity: bool = True
+    ):
         super().__init__(num_envs, device, seed)
         b = self.batch_size
+        self.observe_velocity = bool(observe_velocity)
+        width = 4 if self.observe_velocity else len(POSITIONS)
         self._set_specs(
-            {"observation": Unbounded(shape=(*b, 4), device=self.device)},
+            {"observation": Unbounded(shape=(*b, width), device=self.device)},
             Categorical(2, shape=b, device=self.device),
         )
         self.env_state = CartPoleState(
@@ -148,13 +163,16 @@ class CartPoleEnv(state_attributes(CartPoleState), NativeEnv):
         return StepResult(self.reward, terminated.unsqueeze(-1), truncated.unsqueeze(-1))
 
     def _observation(self):
-        return {"observation": self.env_state.state}
+        return {"observation": self._observed(self.env_state.state)}
+
+    def _observed(self, state: torch.Tensor) -> torch.Tensor:
+        return state if self.observe_velocity else state[..., POSITIONS]
 
     def lean_core(self) -> LeanCore:
         return LeanCore(
-            step=_cartpole_core,
+            step=_cartpole_core if self.observe_velocity else _positions_core,
             noise_shapes=(self.env_state.state.shape,),
-            observe=lambda state, steps: {"observation": state},
+            observe=lambda state, steps: {"observation": self._observed(state)},
             # working state: the columns, and the lengths as int32 (<= 500): 32-bit
             # lanes throughout, so a vector of them is as wide as a vector of floats
             unpack=lambda state, steps: (*state.unbind(-1), steps.to(torch.int32)),
@@ -195,3 +213,10 @@ def _cartpole_core(work, action, noise, force_reset=False):
         "truncated": truncated,
     }
     return (*columns, steps), nxt
+
+
+def _positions_core(work, action, noise, force_reset=False):
+    """_cartpole_core observing x and theta only (observe_velocity=false)."""
+    work, nxt = _cartpole_core(work, action, noise, force_reset)
+    nxt["observation"] = nxt["observation"][..., POSITIONS]
+    return work, nxt
