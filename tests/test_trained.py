@@ -342,6 +342,12 @@ FAMILIES = {
         + ["trainer.total_frames=16", "trainer.init_random_frames=4", "trainer.batch_size=4"]
         + ["trainer.eval_interval=16"],
     ),
+    "memory": (
+        None,
+        ["env=memory", "env.delay=4", "agent=ppo", "env.num_envs=4", "env.eval_envs=2"]
+        + ["trainer.rollout_steps=8", "agent.minibatches=2", "trainer.total_frames=32"]
+        + ["trainer.eval_interval=32"],
+    ),
     "minatar": (
         None,
         ["experiment=minatar_breakout_pqn", "env.num_envs=4", "env.eval_envs=2"]
