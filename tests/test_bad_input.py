@@ -618,6 +618,7 @@ SMALL = [
     "trainer.progress=false",
 ]
 PIXELS = ["env=pixels", "env.map_height=8", "env.map_width=8", "agent.encoder.cnn=tile"]
+MINATAR = ["env=minatar", "agent.encoder.cnn=minatar", "agent.encoder.cnn_features=16"]
 
 
 @pytest.mark.parametrize(
@@ -628,8 +629,13 @@ PIXELS = ["env=pixels", "env.map_height=8", "env.map_width=8", "agent.encoder.cn
         ([], ["env.num_envs=4"], "written with env.num_envs=2, this run has env.num_envs=4"),
         ([], ["env=pendulum", "agent=sac"], "written by env=cartpole, this run has env=pendulum"),
         (PIXELS, [*PIXELS, "env.stack_k=2"], "observes pixels of shape [1, 72, 80]"),
+        (  # a MinAtar game's channels: breakout's 4, seaquest's 10
+            [*MINATAR, "env.game=breakout"],
+            [*MINATAR, "env.game=seaquest"],
+            "observes observation of shape [4, 10, 10], this run's [10, 10, 10]",
+        ),
     ],
-    ids=["hidden", "dueling", "num_envs", "env", "observation"],
+    ids=["hidden", "dueling", "num_envs", "env", "observation", "minatar_channels"],
 )
 def test_resume_into_another_shape_is_refused_in_one_line(tmp_path, first, then, fragment):
     run = tmp_path / "first"
