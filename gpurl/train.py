@@ -200,6 +200,29 @@ def make_runs(cfg: DictConfig, world: int) -> Runs:
     return Runs(n, int(cfg.seed), per_seed)
 
 
+def saved_config(path: str | Path) -> DictConfig:
+    """A run's saved config (.hydra/config.yaml), checked. Keys this gpurl declares that
+    the run's version did not take today's defaults (a new key's default keeps what
+    runs did before it, as env.observe_velocity's true does); a key it no longer
+    knows, or a value it refuses, stops with one line."""
+    cfg = OmegaConf.load(path)
+    run_dir = Path(path).parent.parent
+    try:
+        check_config(cfg)
+        return cfg
+    except ConfigError as err:
+        first = err
+    try:  # the defaults of the run's env, agent and logger, the run's values over them
+        choices = [f"{g}={cfg[g].name}" for g in ("env", "agent", "logger") if g in cfg]
+        filled = OmegaConf.merge(load_config(choices), cfg)
+        check_config(filled)
+        return filled
+    except Exception:  # not composable or still refused: the saved config's own error
+        raise ConfigError(
+            f"{run_dir}'s config does not fit this gpurl (from another version?): {first}"
+        ) from None
+
+
 def load_trained(run: str | Path, device: str = "cpu"):
     """(config, agent) of a finished or interrupted run: its directory's .hydra/config.yaml
     and the agent state and progress record of its checkpoint (a run directory or a
@@ -210,7 +233,7 @@ def load_trained(run: str | Path, device: str = "cpu"):
     config_file = run_dir / ".hydra" / "config.yaml"
     if not config_file.is_file():
         raise ConfigError(f"{run_dir} holds no .hydra/config.yaml: pass a gpurl run directory")
-    cfg = OmegaConf.load(config_file)
+    cfg = saved_config(config_file)
     device = resolve_device(device)
     env = make_env(cfg.env, device=device, seed=cfg.seed, num_envs=1)
     progress = Progress(device)

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from torch import nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
@@ -32,8 +31,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from gpurl.envs import make_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
-from gpurl.schema import check_config
-from gpurl.train import load_trained
+from gpurl.train import load_trained, saved_config
 
 CHECKPOINTS = ("last", "best")
 
@@ -49,13 +47,7 @@ def checkpoint_file(run_dir: str | Path, checkpoint: str = "last") -> Path:
     config = run_dir / ".hydra" / "config.yaml"
     if not config.is_file():
         raise ConfigError(f"{run_dir} holds no .hydra/config.yaml: pass a gpurl run directory")
-    cfg = OmegaConf.load(config)
-    try:
-        check_config(cfg)
-    except ConfigError as err:
-        raise ConfigError(
-            f"{run_dir}'s config does not fit this gpurl (from another version?): {err}"
-        ) from None
+    cfg = saved_config(config)
     seeds = int(cfg.trainer.get("num_seeds", 1) or 1)
     if seeds > 1:
         raise ConfigError(

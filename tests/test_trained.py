@@ -106,6 +106,21 @@ def test_bad_run_directories_give_one_line(run, tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_a_run_saved_before_a_key_existed_loads_with_its_default(run, tmp_path):
+    """A run directory of a gpurl that did not have env.observe_velocity yet: the key
+    takes today's default (what runs did before it) and the run evaluates as it did."""
+    older = tmp_path / "older"
+    (older / ".hydra").mkdir(parents=True)
+    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
+    del cfg.env["observe_velocity"]
+    OmegaConf.save(cfg, older / ".hydra" / "config.yaml")
+    (older / "checkpoints").symlink_to(run / "checkpoints")
+    policy = TrainedPolicy(older)
+    assert policy.cfg.env.observe_velocity is True
+    obs = torch.zeros(5, 4)
+    assert torch.equal(policy(obs), TrainedPolicy(run)(obs))
+
+
 @pytest.mark.slow  # a run, evaluated or exported: seconds
 def test_export_checks_equal_actions_and_writes_the_program(run, tmp_path):
     meta = export(TrainedPolicy(run), tmp_path / "policy.pt2", observations=1000)
