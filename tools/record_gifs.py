@@ -9,8 +9,8 @@ evaluation envs (the run's own count by default), then one greedy episode of an
 evaluation copy recorded. The episode is kept whole up to --max-frames frames; a longer
 one keeps every k-th frame (k the smallest that fits) and plays k times slower per
 frame, so the GIF lasts as long as the episode. Episodes shorter than --min-frames
-(a pixel world solved in a few steps) play one after another until it is reached. It
-is written as OUT/<env>_<agent>.gif.
+(a pixel world solved in a few steps) play one after another until it is reached, each
+on the next evaluation seed. It is written as OUT/<env>_<agent>.gif.
 
 One JSON line per run goes to stdout and to --records (default
 docs/bench/use/gifs_<device>_<date>.jsonl): the run, its env, agent and preset, the
@@ -52,10 +52,13 @@ def gif_of_run(
     record = gpurl_eval.evaluate(run_dir, episodes=episodes)
     trained = TrainedPolicy(run_dir)
     env_cfg = dict(trained.cfg.env)
-    env = gpurl_eval.video_env(env_cfg, "cpu", record["seed"])
-    episodes = []  # short episodes (a pixel world solved in 3 steps) play one after another
+    # short episodes (a pixel world solved in 3 steps) play one after another, each on
+    # the next evaluation seed: an env with a fixed evaluation set would replay its first
+    episodes = []
     while sum(len(e) for e in episodes) < min_frames and len(episodes) < MAX_EPISODES:
+        env = gpurl_eval.video_env(env_cfg, "cpu", record["seed"] + len(episodes))
         episodes.append(record_episode(env, trained.policy, env.max_episode_steps, env_cfg["name"]))
+        env.close()
     frames = torch.cat(episodes)
     stride = max(1, math.ceil(len(frames) / max_frames))
     kept = frames[::stride]
@@ -99,7 +102,9 @@ def gallery(records: list[dict], page: Path) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in records:
-        metrics = ", ".join(f"{k} {v:.3g}" for k, v in r["metrics"].items())
+        # the top-level metrics (MarineNav's per-stage ones stay in the record), at most 3
+        shown = [(k, v) for k, v in r["metrics"].items() if "/" not in k][:3]
+        metrics = ", ".join(f"{k} {v:.3g}" for k, v in shown)
         src = Path(os.path.relpath(ROOT / r["gif"], page.resolve().parent)).as_posix()
         preset = f" ({r['preset']})" if r.get("preset") else ""
         rows.append(
