@@ -4,6 +4,7 @@
     python tools/bench_peers.py vmas --algos iql isac --frames 12800 --seeds 0
     python tools/bench_peers.py solve --task cartpole --seeds 0 1 2 3 4
     python tools/bench_peers.py solve --task pendulum --impls gpurl:sac_pendulum sb3:sac
+    python tools/bench_peers.py solve --task acrobot --seeds 0 1 2 3 4
     python tools/bench_peers.py atari --frames 20480 --seeds 0
 
 Cases:
@@ -17,9 +18,12 @@ vmas   VMAS navigation against BenchMARL 1.5.2 (TorchRL + Hydra MARL). Each Benc
        benchmarl and vmas) through tools/peers/benchmarl_run.py. If torchvision (which
        BenchMARL requires and its MLP models never import) cannot load against the CPU
        torch, a stub module stands first on that script's path; the record says so.
-solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 475 and
-       Pendulum >= -200. SB3 runs the RL Zoo's tuned hyperparameters (ZOO, below); gpurl
-       runs its presets. Both evaluate every --eval-interval frames on 10 greedy
+solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 475,
+       Pendulum >= -200 and Acrobot >= -100. SB3 runs the RL Zoo's tuned hyperparameters
+       (ZOO, below); gpurl runs its presets. On Acrobot gpurl's acrobot_dqn_zoo preset
+       does the zoo's work (the same batch, network, update ratio, targets and
+       exploration): without --stop-at-threshold the run is an equal-work comparison,
+       its training frames/s side by side. Both evaluate every --eval-interval frames on 10 greedy
        episodes; the record keeps the frames and the training time (the wall time less
        evaluations) at the first evaluation reaching the threshold. With
        --stop-at-threshold both sides end there (gpurl: trainer.stop_at_return).
@@ -69,6 +73,7 @@ PAIRS = {
 TASKS = {
     "cartpole": {"threshold": 475.0, "gym_id": "CartPole-v1", "eval_interval": 2500},
     "pendulum": {"threshold": -200.0, "gym_id": "Pendulum-v1", "eval_interval": 2000},
+    "acrobot": {"threshold": -100.0, "gym_id": "Acrobot-v1", "eval_interval": 5000},
 }
 SOLVE_IMPLS = {
     "cartpole": [
@@ -79,6 +84,7 @@ SOLVE_IMPLS = {
         "sb3:ppo",
     ],
     "pendulum": ["gpurl:sac_pendulum", "gpurl:td3_pendulum", "sb3:sac", "sb3:td3"],
+    "acrobot": ["gpurl:acrobot_dqn_zoo", "sb3:dqn"],
 }
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, commit 22e3ff2): hyperparams/dqn.yml, ppo.yml,
@@ -114,6 +120,23 @@ ZOO = {
             ent_coef=0.0,
             learning_rate="lin_0.001",
             clip_range="lin_0.2",
+        ),
+    },
+    ("acrobot", "dqn"): {  # gpurl's acrobot_dqn_zoo preset does the same work
+        "n_timesteps": 100_000,
+        "n_envs": 1,
+        "kwargs": dict(
+            learning_rate=6.3e-4,
+            batch_size=128,
+            buffer_size=50_000,
+            learning_starts=0,
+            gamma=0.99,
+            target_update_interval=250,
+            train_freq=4,
+            gradient_steps=-1,
+            exploration_fraction=0.12,
+            exploration_final_eps=0.1,
+            policy_kwargs=dict(net_arch=[256, 256]),
         ),
     },
     ("pendulum", "sac"): {"n_timesteps": 20_000, "n_envs": 1, "kwargs": dict(learning_rate=1e-3)},
