@@ -69,7 +69,18 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
-FAMILIES = ("marinenav", "packing", "pixels", "vmas", "dmc", "atari", "cartpole", "pendulum")
+FAMILIES = (
+    "marinenav",
+    "packing",
+    "pixels",
+    "vmas",
+    "dmc",
+    "atari",
+    "minatar",
+    "memory",
+    "cartpole",
+    "pendulum",
+)
 
 
 def family(preset: str) -> str:
