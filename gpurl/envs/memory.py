@@ -33,7 +33,7 @@ from gpurl.envs.config import EnvConfig
 
 class MemoryState(NamedTuple):
     cue: torch.Tensor  # int64 [B]: the episode's cue
-    t: torch.Tensor  # int64 [B]: actions taken in the episode
+    steps: torch.Tensor  # int64 [B]: actions taken in the episode (its length so far)
 
 
 @declare(name="memory", num_envs=16, eval_envs=100)
@@ -63,23 +63,23 @@ class MemoryEnv(state_attributes(MemoryState), NativeEnv):
         self.env_state = MemoryState(zeros, zeros.clone())
 
     def _reset_where(self, mask):
-        cue, t = self.env_state
+        cue, steps = self.env_state
         fresh = torch.randint(self.cues, cue.shape, generator=self.rng, device=self.device)
-        self.env_state = MemoryState(torch.where(mask, fresh, cue), torch.where(mask, 0, t))
+        self.env_state = MemoryState(torch.where(mask, fresh, cue), torch.where(mask, 0, steps))
 
     def _advance(self, action) -> StepResult:
-        cue, t = self.env_state
-        asked = t == self.delay  # this action answers the question
+        cue, steps = self.env_state
+        asked = steps == self.delay  # this action answers the question
         right = action.reshape(cue.shape) == cue
         reward = (asked & right).float()
-        self.env_state = MemoryState(cue, t + 1)
+        self.env_state = MemoryState(cue, steps + 1)
         truncated = torch.zeros_like(asked)  # every episode ends at its question
         return StepResult(reward[:, None], asked[:, None], truncated[:, None])
 
     def _observation(self):
-        cue, t = self.env_state
-        shown = torch.nn.functional.one_hot(cue, self.cues) * (t == 0).unsqueeze(-1)
-        question = (t == self.delay).unsqueeze(-1)
+        cue, steps = self.env_state
+        shown = torch.nn.functional.one_hot(cue, self.cues) * (steps == 0).unsqueeze(-1)
+        question = (steps == self.delay).unsqueeze(-1)
         return {"observation": torch.cat((shown, question), -1).float()}
 
     FRAME = (64, 96)  # height, width: multiples of 16, as video encoders like
@@ -88,13 +88,13 @@ class MemoryEnv(state_attributes(MemoryState), NativeEnv):
     def render_frames(self) -> torch.Tensor:
         """The cue as a square in its colour at the start, a white square at the
         question, and the time elapsed as a bar along the bottom."""
-        cue, t = self.env_state
+        cue, steps = self.env_state
         height, width = self.FRAME
         frames = draw.canvas(len(cue), height, width, (60, 60, 60), self.device)
         colours = torch.tensor(self.CUE_COLOURS, dtype=torch.uint8, device=self.device)
-        shown = (t == 0).float() * 16
+        shown = (steps == 0).float() * 16
         frames = draw.boxes(frames, width / 2, height / 2 - 6, shown, shown, colours[cue % 4])
-        asked = (t == self.delay).float() * 16
+        asked = (steps == self.delay).float() * 16
         frames = draw.boxes(frames, width / 2, height / 2 - 6, asked, asked, (255, 255, 255))
-        elapsed = t.clamp(max=self.delay).float() / max(self.delay, 1) * width
+        elapsed = steps.clamp(max=self.delay).float() / max(self.delay, 1) * width
         return draw.boxes(frames, elapsed / 2, height - 4, elapsed / 2, 2.0, (200, 200, 200))

@@ -23,6 +23,7 @@ CASES = {
         [[0, 0, 0, 0], [4, 0, 0, 0]],  # slot 4 of 4 candidates
     ),
     "minatar": ({"game": "breakout"}, [0, 2], [0, 3]),
+    "memory": ({"delay": 3}, [0, 1], [0, 2]),
     "marinenav": (SMALL_MARINENAV, [[0] * 5, [24] * 5], [[0] * 5, [0, 0, 25, 0, 0]]),
     "marinenav_continuous": (
         SMALL_MARINENAV,
