@@ -118,7 +118,8 @@ def gallery(records: list[dict], page: Path) -> str:
 def _episodes(steps: list[int]) -> str:
     if len(steps) == 1:
         return f"{steps[0]} steps"
-    return f"{len(steps)} episodes of {min(steps)}-{max(steps)} steps"
+    lengths = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
+    return f"{len(steps)} episodes of {lengths} steps"
 
 
 def write_gallery(records: list[dict], page: Path) -> None:
