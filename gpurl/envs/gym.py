@@ -15,6 +15,8 @@ TorchRL face (env.collector=torchrl, evaluation rollouts) is the wrapper's, unch
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -116,6 +118,15 @@ _FLAGS = ("terminated", "truncated", "done")
 def render_copies(vector):
     """The renderer of a vector env made with render_mode="rgb_array": every copy's
     picture as Gymnasium draws it, uint8 [N, H, W, 3] on the host."""
+
+    # pygame greets on import, and SDL looks for a display and a sound card at init:
+    # rgb_array frames need neither
+    for name, value in (
+        ("PYGAME_HIDE_SUPPORT_PROMPT", "1"),
+        ("SDL_VIDEODRIVER", "dummy"),
+        ("SDL_AUDIODRIVER", "dummy"),
+    ):
+        os.environ.setdefault(name, value)
 
     def frames() -> torch.Tensor:
         import gymnasium as gym
