@@ -8,20 +8,9 @@ import pytest
 
 from gpurl import eval as gpurl_eval
 from tests.conftest import train_run_dir
+from tests.test_trained import TINY  # a DQN run on CartPole of a few seconds
 from tools import record_gifs
 
-TINY = [
-    "env=cartpole",
-    "agent=dqn",
-    "trainer.total_frames=128",
-    "trainer.init_random_frames=64",
-    "trainer.eval_interval=128",
-    "trainer.batch_size=16",
-    "agent.hidden=[16,16]",
-    "env.eval_envs=2",
-    "logger=none",
-    "trainer.progress=false",
-]
 
 
 @pytest.mark.slow  # a tiny run, evaluated and drawn: seconds
