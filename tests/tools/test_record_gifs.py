@@ -12,7 +12,6 @@ from tests.test_trained import TINY  # a DQN run on CartPole of a few seconds
 from tools import record_gifs
 
 
-
 @pytest.mark.slow  # a tiny run, evaluated and drawn: seconds
 def test_a_gif_per_run_and_the_gallery_from_the_records(tmp_path, capsys):
     iio = pytest.importorskip("imageio.v3")
