@@ -29,7 +29,7 @@ from gpurl.envs import make_eval_env
 from gpurl.errors import ConfigError
 from gpurl.trained import CHECKPOINTS, TrainedPolicy
 from gpurl.trainers.evaluation import evaluate_protocol
-from gpurl.trainers.video import record_episode, write_video
+from gpurl.trainers.video import record_episode, video_env, write_video
 from gpurl.utils.provenance import environment_record, gpurl_commit
 
 
@@ -75,12 +75,6 @@ def evaluate(
         "commit": gpurl_commit(),
         **environment_record(device),
     }
-
-
-def video_env(env_cfg: dict, device: str, seed: int):
-    """The env a video episode plays in: one evaluation copy, on the evaluation's seed (a
-    foreign env draws every copy it has, so the video's env has one)."""
-    return make_eval_env({**env_cfg, "eval_envs": 1}, device=device, seed=seed)
 
 
 def table(record: dict) -> str:

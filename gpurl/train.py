@@ -48,6 +48,7 @@ from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
 from gpurl.trainers.reporting import write_summary
 from gpurl.trainers.seeds import write_runs
+from gpurl.trainers.video import video_env
 from gpurl.utils.device import resolve_device
 from gpurl.utils.provenance import environment_record, gpurl_commit
 
@@ -167,7 +168,7 @@ def make_video_env(cfg: DictConfig, device):
         raise ConfigError(
             "trainer.video_interval records one run's episodes: drop it or trainer.num_seeds"
         )
-    env = make_eval_env({**cfg.env, "eval_envs": 1}, device=device, seed=int(cfg.seed))
+    env = video_env(cfg.env, device, cfg.seed)
     env.reset()
     if env.render_frames() is None:
         raise ConfigError(

@@ -18,6 +18,7 @@ from gpurl import eval as gpurl_eval
 from gpurl import export as gpurl_export
 from gpurl.errors import ConfigError
 from gpurl.trained import TrainedPolicy, export
+from gpurl.trainers.video import video_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -422,7 +423,7 @@ def test_every_env_family_evaluates_loads_and_exports(family, tmp_path):
         record = gpurl_eval.evaluate(run_dir, video=tmp_path / "episode.mp4")
         # the video: the greedy episode's frames (its start and each state reached), at
         # the size the env draws (an MP4: a GIF merges repeated frames into one)
-        env = gpurl_eval.video_env(dict(policy.cfg.env), "cpu", int(policy.cfg.seed))
+        env = video_env(dict(policy.cfg.env), "cpu", int(policy.cfg.seed))
         length = greedy_episode_length(env, policy.policy)
         frames = iio.imread(record["video"]["path"])
         assert record["video"]["frames"] == len(frames) == length + 1

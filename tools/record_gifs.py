@@ -47,7 +47,7 @@ def gif_of_run(
     """Evaluate run_dir, record its greedy episodes as OUT/<env>_<agent>.gif; the record."""
     from gpurl import eval as gpurl_eval
     from gpurl.trained import TrainedPolicy
-    from gpurl.trainers.video import FPS, record_episode, write_video
+    from gpurl.trainers.video import FPS, record_episode, video_env, write_video
 
     record = gpurl_eval.evaluate(run_dir, episodes=episodes)
     trained = TrainedPolicy(run_dir)
@@ -56,7 +56,7 @@ def gif_of_run(
     # the next evaluation seed: an env with a fixed evaluation set would replay its first
     episodes = []
     while sum(len(e) for e in episodes) < min_frames and len(episodes) < MAX_EPISODES:
-        env = gpurl_eval.video_env(env_cfg, "cpu", record["seed"] + len(episodes))
+        env = video_env(env_cfg, "cpu", record["seed"] + len(episodes))
         episodes.append(record_episode(env, trained.policy, env.max_episode_steps, env_cfg["name"]))
         env.close()
     frames = torch.cat(episodes)

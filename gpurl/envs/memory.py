@@ -93,7 +93,9 @@ class MemoryEnv(state_attributes(MemoryState), NativeEnv):
         frames = draw.canvas(len(cue), height, width, (60, 60, 60), self.device)
         colours = torch.tensor(self.CUE_COLOURS, dtype=torch.uint8, device=self.device)
         shown = (steps == 0).float() * 16
-        frames = draw.boxes(frames, width / 2, height / 2 - 6, shown, shown, colours[cue % 4])
+        frames = draw.boxes(
+            frames, width / 2, height / 2 - 6, shown, shown, colours[cue % len(self.CUE_COLOURS)]
+        )
         asked = (steps == self.delay).float() * 16
         frames = draw.boxes(frames, width / 2, height / 2 - 6, asked, asked, (255, 255, 255))
         elapsed = steps.clamp(max=self.delay).float() / max(self.delay, 1) * width

@@ -10,10 +10,17 @@ from pathlib import Path
 import torch
 from torchrl.envs.utils import step_mdp
 
+from gpurl.envs import make_eval_env
 from gpurl.errors import ConfigError
 from gpurl.trainers.evaluation import greedy_mode
 
 FPS = 30
+
+
+def video_env(env_cfg, device, seed: int):
+    """The env a video episode plays in: one evaluation copy, on the evaluation's seed (a
+    foreign env draws every copy it has, so the video's env has one)."""
+    return make_eval_env({**env_cfg, "eval_envs": 1}, device=device, seed=int(seed))
 
 
 def record_episode(env, policy, max_steps: int, name: str = "this env") -> torch.Tensor:
