@@ -96,6 +96,67 @@ class PerSeed(Schema):
     )
 
 
+SPACE_DOC = "{low, high} uniform, {low, high, log: true} log-uniform or {choices: [...]}"
+
+
+@dataclass
+class PBTSpace(Schema):
+    """The hyperparameters population-based training searches, each over a range:
+    {low, high} (uniform), {low, high, log: true} (log-uniform) or {choices: [...]};
+    null: not searched. The keys are trainer.per_seed's."""
+
+    lr: dict | None = key(None, f"agent.lr: {SPACE_DOC}")
+    actor_lr: dict | None = key(None, "agent.actor_lr (sac, td3, ddpg)")
+    critic_lr: dict | None = key(None, "agent.critic_lr (sac, td3, ddpg)")
+    alpha_lr: dict | None = key(None, "agent.alpha_lr (sac)")
+    gamma: dict | None = key(None, "agent.gamma")
+    entropy_coef: dict | None = key(None, "agent.entropy_coef (ppo, a2c)")
+    epsilon_start: dict | None = key(None, "agent.epsilon_start (epsilon-greedy)")
+    epsilon_end: dict | None = key(None, "agent.epsilon_end (epsilon-greedy)")
+
+
+@dataclass
+class PBT(Schema):
+    """Population-based training of the trainer.num_seeds runs in this process
+    (trainers/pbt.py, docs/scaling.md#population-based-training): every interval_frames,
+    the runs of lowest fitness copy a run of highest fitness (exploit: its networks,
+    optimizer state, exploration state and replay) and perturb or redraw its
+    hyperparameters (explore)."""
+
+    enabled: bool = key(False, "tune the runs' hyperparameters (trainer.pbt.space) as they train")
+    interval_frames: int = key(
+        10000,
+        "frames per run between exploit-and-explore steps, taken at the first evaluation "
+        "at or after each multiple (at least trainer.eval_interval)",
+        ge=1,
+    )
+    fraction: float = key(
+        0.25,
+        "truncation selection: the bottom fraction of runs copies the top fraction",
+        gt=0,
+        le=0.5,
+    )
+    fitness: int = key(
+        1, "K: a run's fitness is the mean of its last K evaluations since it last copied", ge=1
+    )
+    perturb: list[float] = key(
+        [0.8, 1.2],
+        "explore: each value is multiplied by one of these, drawn uniformly, and kept in "
+        "its range (a choice moves to a neighbour)",
+        gt=0,
+        nonempty=True,
+    )
+    resample_prob: float = key(
+        0.25, "explore: the chance a value is drawn afresh from its range instead", ge=0, le=1
+    )
+    replay: str = key(
+        "parent",
+        "off-policy: a copying run's replay, the parent's data (parent) or its own (own)",
+        choices=("parent", "own"),
+    )
+    space: PBTSpace = group(PBTSpace, "the range of each hyperparameter searched")
+
+
 @dataclass
 class Trainer(Schema):
     """The training loop (gpurl/trainers/). The agent's kind picks the loop: off-policy
@@ -160,6 +221,12 @@ class Trainer(Schema):
         note=("many seeds in one process (core/runs.py: dqn, ddpg, td3, sac, ppo, a2c, pqn)",),
     )
     per_seed: PerSeed = group(PerSeed, "per-run hyperparameters, a list of num_seeds values each")
+    pbt: PBT = group(PBT, "population-based training of the num_seeds runs (trainers/pbt.py)")
+    hyper_schedule: str | None = key(
+        None,
+        "a hyperparameter schedule every run follows: a PBT run's directory or summary.json "
+        "(its best run's schedule) or a JSON list of [frame, {key: value}]",
+    )
 
 
 @dataclass

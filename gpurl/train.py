@@ -40,12 +40,13 @@ from gpurl.core.signals import StopSignals, exit_code
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
-from gpurl.schema import check_config, help_text, load_components
+from gpurl.schema import PerSeed, check_config, help_text, load_components
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import LAST, load_checkpoint, previous_path, resolve_checkpoint
 from gpurl.trainers.loggers import close_loggers, make_logger
 from gpurl.trainers.off_policy import OffPolicyTrainer
 from gpurl.trainers.on_policy import OnPolicyTrainer
+from gpurl.trainers.pbt import initial_values, load_schedule
 from gpurl.trainers.reporting import write_summary
 from gpurl.trainers.seeds import write_runs
 from gpurl.trainers.video import video_env
@@ -198,6 +199,27 @@ def make_runs(cfg: DictConfig, world: int) -> Runs:
     for k in per_seed:
         if k not in cfg.agent:
             raise ConfigError(f"trainer.per_seed.{k}: agent={cfg.agent.name} has no agent.{k}")
+    pbt = cfg.trainer.get("pbt") or {}
+    if pbt.get("enabled"):  # the population's first values, drawn from trainer.pbt.space
+        if n < 2:
+            raise ConfigError("trainer.pbt needs a population: set trainer.num_seeds >= 2")
+        if cfg.trainer.get("hyper_schedule"):
+            raise ConfigError("trainer.pbt and trainer.hyper_schedule: choose one")
+        per_seed.update(initial_values(pbt, cfg.agent, n, int(cfg.seed), per_seed))
+    elif cfg.trainer.get("hyper_schedule"):  # every run starts at the schedule's values
+        schedule = load_schedule(cfg.trainer.hyper_schedule)
+        for key in {k for _, values in schedule for k in values}:
+            if key in per_seed or key not in PerSeed.__dataclass_fields__ or key not in cfg.agent:
+                raise ConfigError(
+                    f"trainer.hyper_schedule sets {key}: "
+                    + (
+                        "so does trainer.per_seed, drop one"
+                        if key in per_seed
+                        else f"agent={cfg.agent.name} has no per-run agent.{key}"
+                    )
+                )
+            start = schedule[0][1] if schedule[0][0] == 0 else {}
+            per_seed[key] = [float(start.get(key, cfg.agent[key]))] * n
     return Runs(n, int(cfg.seed), per_seed)
 
 

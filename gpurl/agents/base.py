@@ -194,6 +194,12 @@ class Agent:
         scalar, a schedule's last step), restored in place."""
         return {}
 
+    def run_tensors(self) -> list[Tensor]:
+        """With N runs: the agent's tensors with one slice per run beside its stacked
+        networks' (SAC's temperature [N]), which population-based training copies from
+        run to run (trainers/pbt.run_tensors adds the networks and optimizer state)."""
+        return []
+
     def state(self) -> dict:
         """Everything a checkpoint keeps of the agent."""
         return {
@@ -296,6 +302,8 @@ class OnPolicyAgent(Agent):
         # run, with trainer.per_seed.lr)
         self.base_lr = self.runs.value("lr", cfg.lr, info.device)
         self.lr = torch.as_tensor(self.base_lr, device=info.device).clone().float()
+        if isinstance(self.base_lr, Tensor) and not cfg.anneal_lr:
+            self.lr = self.base_lr  # per-run values PBT may change in place: read them live
         self.anneal_frames = 0
         self._next_value: Tensor | None = None
         self._targets: TensorDict | None = None

@@ -86,6 +86,9 @@ class SACAgent(OffPolicyAgent):
             "exploration": self.policy.exploration,
         }
 
+    def run_tensors(self):
+        return [self.log_alpha]
+
     def optimizers(self):
         return {
             "actor_optimizer": self.actor_optimizer,

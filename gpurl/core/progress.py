@@ -64,6 +64,7 @@ class Progress:
             "episodes": self.episodes.clone(),
             "frame_count": self.frame_count,
             "update_count": self.update_count,
+            "runs": self.runs.state_dict(),  # per-run hyperparameters (PBT changes them)
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -72,6 +73,7 @@ class Progress:
         self.episodes.copy_(state["episodes"])
         self.frame_count = int(state["frame_count"])
         self.update_count = int(state["update_count"])
+        self.runs.load_state_dict(state.get("runs", {}))
 
     def __repr__(self) -> str:  # the host counts only: no device read
         return f"Progress(frames={self.frame_count}, updates={self.update_count})"

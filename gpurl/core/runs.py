@@ -19,6 +19,11 @@ touch another run's rows). Gradient clipping is per run, and Adam is elementwise
 a learning rate that may differ per run. Changing one run's hyperparameter leaves every
 other run's numbers unchanged.
 
+The hyperparameters. A per-run hyperparameter (trainer.per_seed) is one device tensor
+[N] that every part reading it shares (`Runs.value`): population-based training
+(trainers/pbt.py) and schedule replay change a run's value with `Runs.set`, in place,
+and every schedule, loss and optimizer sees it at its next step.
+
 With N = 1 (the default) every helper here is the identity: `build` returns the
 factory's module and agents keep torch's fused Adam.
 """
@@ -185,6 +190,7 @@ class Runs:
             raise ConfigError(f"trainer.num_seeds must be >= 1, got {n}")
         self.n = int(n)
         self.seeds = [int(seed) + k for k in range(self.n)]
+        # the host copy of every per-run value: read without touching the device
         self.per_seed = {k: [float(x) for x in v] for k, v in (per_seed or {}).items()}
         for key, values in self.per_seed.items():
             if len(values) != self.n:
@@ -193,6 +199,8 @@ class Runs:
                     f"{self.n}: give one per seed"
                 )
         self._rng = [torch.Generator().manual_seed(s).get_state() for s in self.seeds]
+        # (key, device) -> the one tensor of that key's values every reader shares
+        self._live: dict[tuple[str, str], Tensor] = {}
 
     @property
     def many(self) -> bool:
@@ -212,10 +220,37 @@ class Runs:
         return stack_modules(copies)
 
     def value(self, key: str, default, device=None) -> float | Tensor:
-        """The hyperparameter `key`: the config's float, or [N] values from per_seed."""
+        """The hyperparameter `key`: the config's float, or its per-run values from
+        per_seed as the one tensor every caller shares ([N]; [] with one run, where a
+        replayed schedule changes it), which `set` changes in place."""
         if key not in self.per_seed:
             return float(default)
-        return torch.tensor(self.per_seed[key], device=device)
+        where = (key, str(torch.device(device or "cpu")))
+        if where not in self._live:
+            values = torch.tensor(self.per_seed[key], device=device)
+            self._live[where] = values if self.many else values.reshape(())
+        return self._live[where]
+
+    def set(self, key: str, k: int, value: float) -> None:
+        """Run k's value of the per-run hyperparameter `key`, in place: every schedule,
+        loss and optimizer reading it sees the new value at its next step."""
+        self.per_seed[key][k] = float(value)
+        for (name, _), tensor in self._live.items():
+            if name == key:
+                tensor.view(-1)[k] = float(value)
+
+    def hyper(self, k: int) -> dict[str, float]:
+        """Run k's per-run hyperparameters (host values)."""
+        return {key: values[k] for key, values in self.per_seed.items()}
+
+    def state_dict(self) -> dict:
+        return {"per_seed": {k: list(v) for k, v in self.per_seed.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, values in state.get("per_seed", {}).items():
+            if key in self.per_seed:
+                for k, value in enumerate(values):
+                    self.set(key, k, value)
 
     def full(self, value: float, device=None) -> Tensor:
         """A per-run scalar: shape [] for one run, [N] for N runs."""

@@ -337,6 +337,7 @@ class NativeEnv(EnvHooks, EnvBase):
         it ended terminated (a goal or a crash, not max_steps). For evaluation: it reads
         the device every 64 steps to stop once every episode has ended."""
         batch = self.batch_size
+        start = self.rng.get_state()
         obs = self.lean_reset()
         ret = torch.zeros(batch, device=self.device)
         length = torch.zeros(batch, device=self.device)
@@ -350,6 +351,12 @@ class NativeEnv(EnvHooks, EnvBase):
             alive &= ~nxt["done"].reshape(*batch, -1).any(-1)
             if t % 64 == 63 and not alive.any():
                 break
+        # The generator leaves in a state drawn from the one it came in with, not advanced
+        # by however many steps the longest episode took: with N runs' copies in one env
+        # (trainer.num_seeds), no run's next evaluation depends on another run's episodes.
+        self.rng.set_state(start)
+        nxt = torch.randint(2**62, (1,), generator=self.rng, device=self.rng.device)
+        self.rng.manual_seed(int(nxt.item()))
         return {"return": ret, "length": length, "terminated": terminated}
 
 

@@ -49,6 +49,14 @@ from gpurl.trainers.compile import compile_policy, env_step
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.loggers import log_video
 from gpurl.trainers.metrics import EpisodeTracker, MetricSums
+from gpurl.trainers.pbt import (
+    Population,
+    ScheduleReplay,
+    copy_slices,
+    load_schedule,
+    plot_population,
+    run_tensors,
+)
 from gpurl.trainers.reporting import plot_learning_curve
 from gpurl.trainers.seeds import evaluate_runs, mean_metrics, plot_seeds
 
@@ -121,6 +129,18 @@ class Trainer:
         # this one, never entered, only stops the loop when a test or tool sets .signal
         self.stop = StopSignals()
         self.stopped_by: str | None = None  # the signal that ended the loop, if one did
+        # trainer.pbt: the runs tune their hyperparameters as they train (trainers/pbt.py);
+        # trainer.hyper_schedule: they follow a schedule (a PBT run's best, replayed)
+        pbt = cfg.get("pbt") or {}
+        self.population = (
+            Population(pbt, self.runs, agent.cfg, self.runs.seeds[0], int(cfg.eval_interval))
+            if pbt.get("enabled")
+            else None
+        )
+        if self.population is not None:
+            run_tensors(agent, self.runs.n)  # an agent PBT cannot copy fails now, not later
+        schedule = cfg.get("hyper_schedule")
+        self.schedule = ScheduleReplay(load_schedule(schedule), self.runs) if schedule else None
 
     @property
     def frames(self) -> int:
@@ -157,6 +177,8 @@ class Trainer:
         stopping = False  # a signal asked the run to stop: end here, checkpoint included
         while self.frames < t.total_frames and not solved and not stopping:
             before = self.frames
+            if self.schedule is not None:
+                self.schedule.apply(self.frames)
             self.iteration()
             bar.update(self.frames - before)
             logged = self.frames >= next_log
@@ -176,6 +198,11 @@ class Trainer:
                     postfix["eval"] = f"{ret:.1f}"
                     bar.set_postfix(postfix, refresh=False)
                     solved = self.reached(t.get("stop_at_return"))
+                    population = self.population
+                    if population and population.due(self.frames) and not solved:
+                        if self.frames < t.total_frames:  # none after the last evaluation
+                            population.step(self.frames, self.run_eval_log, self.copy_run)
+                            population.write_lineage(self.run_dir / "pbt_lineage.jsonl")
             if next_video is not None and (
                 self.frames >= next_video or self.frames >= t.total_frames
             ):
@@ -267,6 +294,12 @@ class Trainer:
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
         return ret
 
+    def copy_run(self, parent: int, child: int) -> None:
+        """PBT's exploit: run `child` becomes run `parent` in everything the agent holds
+        per run (trainers/pbt.run_tensors); the off-policy trainer adds the replay."""
+        # listed at each copy: optimizers create their state at their first step
+        copy_slices(run_tensors(self.agent, self.runs.n), self.runs.n, parent, child)
+
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:
         return {}
@@ -296,6 +329,7 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "meta": self.meta,
             "shapes": self.shapes(),
+            "population": self.population.state_dict() if self.population else None,
             **self.extra_state(),
         }
 
@@ -336,6 +370,15 @@ class Trainer:
         torch.set_rng_state(state["rng"])
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
+        if self.population is not None:
+            if not state.get("population"):
+                raise ConfigError(
+                    "checkpoint was written without trainer.pbt: resume it with "
+                    "trainer.pbt.enabled=false"
+                )
+            self.population.load_state_dict(state["population"])
+        if self.schedule is not None:
+            self.schedule.resume(self.frames)
         self.load_extra_state(state)
 
     def check_resumable(self, state: dict) -> None:
@@ -562,6 +605,25 @@ class Trainer:
                 f"{title.rsplit(',', 1)[0]}, {self.runs.n} seeds",
                 [r["eval_history"] for r in runs],
             )
+        pbt = {}
+        if self.population is not None:
+            for k, run in enumerate(runs):  # the values run k's weights were trained under
+                run["hyper_schedule"] = self.population.schedules[k]
+            self.population.close(self.frames, self.run_eval_log)
+            lineage = self.population.write_lineage(self.run_dir / "pbt_lineage.jsonl")
+            plot = plot_population(
+                self.run_dir / "pbt_hyper.png",
+                self.population.lineage,
+                self.population.space,
+                f"PBT: {title.rsplit(',', 1)[0]}, {self.runs.n} runs",
+            )
+            pbt = {
+                "pbt": {
+                    **self.population.best(self.run_eval_log),
+                    "lineage": str(lineage),
+                    "plot": str(plot),
+                }
+            }
         return {
             **self.meta,
             "seeds": self.runs.seeds,
@@ -577,6 +639,7 @@ class Trainer:
             "wall_time_s": round(self.wall_time, 2),
             "checkpoint": str(self.checkpoint_path),
             "learning_curve": str(curve),
+            **pbt,
             "run_summaries": runs,
         }
 

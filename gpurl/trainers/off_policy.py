@@ -86,6 +86,13 @@ class OffPolicyTrainer(Trainer):
             self.metrics.add(out)
             self.progress.add_update()
 
+    def copy_run(self, parent: int, child: int) -> None:
+        """PBT's exploit, the replay included where trainer.pbt.replay=parent: the
+        child's streams then hold the parent's data, as its networks hold its weights."""
+        super().copy_run(parent, child)
+        if (self.cfg.get("pbt") or {}).get("replay", "parent") == "parent":
+            self.buffer.copy_run(parent, child)
+
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:
         state = {"update_debt": self.update_debt, "collector": self.collector.state_dict()}

@@ -130,6 +130,15 @@ class DeviceReplay:
         dtype = self.env_dtypes.get(normalize(key))
         return x if dtype is None else x.to(dtype)
 
+    @torch.no_grad()
+    def copy_run(self, parent: int, child: int) -> None:
+        """Run `child`'s streams become a copy of run `parent`'s (population-based
+        training's exploit, trainers/pbt.py). Rows are shared by every run, so the
+        cursor and fill stay as they are."""
+        s = self.streams // self.runs
+        for x in self.data.values():
+            x[:, child * s : (child + 1) * s] = x[:, parent * s : (parent + 1) * s]
+
     def extend(self, batch: TensorDict) -> None:
         """Store a time-major batch [T, *env batch] (a collector's rollout)."""
         entries = self._entries(batch)

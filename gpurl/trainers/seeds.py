@@ -41,12 +41,21 @@ def mean_metrics(per_run: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([m[k] for m in per_run])) for k in per_run[0]}
 
 
-def run_overrides(overrides: list[str], seed: int, hyper: dict[str, float]) -> list[str]:
-    """A group's Hydra overrides as run `seed` alone would have had them."""
-    drop = ("seed", "trainer.num_seeds", "trainer.per_seed")
+def run_overrides(
+    overrides: list[str], seed: int, hyper: dict[str, float], schedule: str | None = None
+) -> list[str]:
+    """A group's Hydra overrides as run `seed` alone would have had them: its own
+    hyperparameters, or under PBT the schedule its weights were trained under (its
+    summary.json, which trainer.hyper_schedule replays)."""
+    drop = ("seed", "trainer.num_seeds", "trainer.per_seed", "trainer.pbt")
     own = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in drop]
-    own = [o for o in own if not o.split("=", 1)[0].lstrip("+~").startswith("trainer.per_seed.")]
+    own = [o for o in own if not o.split("=", 1)[0].lstrip("+~").startswith(_GROUP_KEYS)]
+    if schedule is not None:
+        return [*own, f"seed={seed}", f"trainer.hyper_schedule={schedule}"]
     return [*own, f"seed={seed}", *(f"agent.{k}={v}" for k, v in hyper.items())]
+
+
+_GROUP_KEYS = ("trainer.per_seed.", "trainer.pbt.")
 
 
 # what the group's summary holds of all runs, left out of each run's own
@@ -63,8 +72,9 @@ def write_runs(run_dir: Path, group: dict, runs: list[dict]) -> list[Path]:
     for run in runs:
         out = run_dir / "seeds" / f"seed_{run['seed']}"
         (out / ".hydra").mkdir(parents=True, exist_ok=True)
+        schedule = str(out / "summary.json") if "hyper_schedule" in run else None
         (out / ".hydra" / "overrides.yaml").write_text(
-            yaml.safe_dump(run_overrides(overrides, run["seed"], run.get("per_seed", {})))
+            yaml.safe_dump(run_overrides(overrides, run["seed"], run.get("per_seed", {}), schedule))
         )
         curve = out / "learning_curve.png"
         title = f"{run.get('agent', '')} on {run.get('env', '')}, seed {run['seed']}"
