@@ -395,7 +395,7 @@ def _type_ok(value, tp) -> bool:
     raise TypeError(f"schema type {tp} is not supported")
 
 
-def _in_range(x, meta) -> bool:
+def in_range(x, meta) -> bool:
     if choices_of(meta) is not None:
         return x in choices_of(meta)
     if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -441,10 +441,10 @@ def check_value(path: str, value, tp, meta) -> None:
             f"<{fits(meta, tp)}>{doc}"
         )
     if not isinstance(value, list):
-        if not _in_range(value, meta):
+        if not in_range(value, meta):
             raise ConfigError(f"{path} must be {range_text(meta)}, got {value}{doc}")
         return
-    if any(not _in_range(v, meta) for v in value) or (meta.get("nonempty") and not value):
+    if any(not in_range(v, meta) for v in value) or (meta.get("nonempty") and not value):
         raise ConfigError(f"{path} must be {fits(meta, tp)}, got {_show(value)}{doc}")
 
 

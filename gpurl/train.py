@@ -40,7 +40,7 @@ from gpurl.core.signals import StopSignals, exit_code
 from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError, RunFault
-from gpurl.schema import PerSeed, check_config, help_text, load_components
+from gpurl.schema import PerSeed, check_config, help_text, in_range, load_components, range_text
 from gpurl.trainers.base import Trainer
 from gpurl.trainers.checkpoint import LAST, load_checkpoint, previous_path, resolve_checkpoint
 from gpurl.trainers.loggers import close_loggers, make_logger
@@ -218,6 +218,13 @@ def make_runs(cfg: DictConfig, world: int) -> Runs:
                         else f"agent={cfg.agent.name} has no per-run agent.{key}"
                     )
                 )
+            meta = PerSeed.__dataclass_fields__[key].metadata
+            for frame, values in schedule:
+                if key in values and not in_range(values[key], meta):
+                    raise ConfigError(
+                        f"trainer.hyper_schedule sets {key}={values[key]} at frame {frame}: "
+                        f"agent.{key} takes values {range_text(meta)}"
+                    )
             start = schedule[0][1] if schedule[0][0] == 0 else {}
             per_seed[key] = [float(start.get(key, cfg.agent[key]))] * n
     return Runs(n, int(cfg.seed), per_seed)
