@@ -127,7 +127,7 @@ class PBT(Schema):
     interval_frames: int = key(
         10000,
         "frames per run between exploit-and-explore steps, taken at the first evaluation "
-        "at or after each multiple (at least trainer.eval_interval)",
+        "at or after each multiple (below trainer.eval_interval: at every evaluation)",
         ge=1,
     )
     fraction: float = key(

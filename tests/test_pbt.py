@@ -130,7 +130,7 @@ def population(n=8, **pbt):
     values = {"lr": [1e-3] * n, "gamma": [0.99] * n, "entropy_coef": [0.01] * n}
     runs = Runs(n, 0, values)
     agent_keys = {"lr": 1e-3, "gamma": 0.99, "entropy_coef": 0.01}
-    return Population(plain_keys(cfg), runs, agent_keys, seed=0, eval_interval=50)
+    return Population(plain_keys(cfg), runs, agent_keys, seed=0)
 
 
 def test_truncation_selection_picks_the_bottom_and_top_fractions():
@@ -313,7 +313,6 @@ def summary_of(group, k):
         (["trainer.pbt.space.epsilon_end={low:0.01}"], "needs low and high"),
         (["trainer.pbt.space.epsilon_start={mean:0.5}"], "give {low, high}"),
         (["trainer.pbt.space.actor_lr={low:1e-4,high:1e-2}"], "has no agent.actor_lr"),
-        (["trainer.pbt.interval_frames=64"], "shorter than trainer.eval_interval"),
         (["trainer.hyper_schedule=/nonexistent"], "choose one"),
     ],
 )

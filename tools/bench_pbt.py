@@ -10,8 +10,9 @@ Sides (R = --runs, 16 by default; C = --cores, 2 by default):
             from the task's space (trainer.per_seed), kept all run long
     pbt     the same process with trainer.pbt on, starting from the same draws
     ray     Ray Tune's PopulationBasedTraining driving R gpurl runs, one trial each
-            (threads=1, C trials at a time on C CPUs), from the same draws, over the same
-            space, interval, quantile (0.25) and resample probability (0.25); a trial
+            (threads=1, C trials at a time on C CPUs, actors reused), from the same
+            draws, over the same space, interval, quantile (0.25) and resample
+            probability (0.25), synchronous (synch=True) as gpurl's steps are; a trial
             reports each evaluation and checkpoints there (what Ray's exploit restores),
             and a restored trial takes its explored values over its parent's
             (Runs.set). Ray perturbs without bounds: a custom_explore_fn keeps values
@@ -58,9 +59,9 @@ TASKS = {
     },
     "sac_pendulum": {
         "overrides": ["experiment=sac_pendulum"],
-        "space": {
-            "critic_lr": {"low": 1e-5, "high": 1e-1, "log": True},
+        "space": {  # in the order trainer.pbt.space declares its keys (the draw's order)
             "actor_lr": {"low": 1e-5, "high": 1e-1, "log": True},
+            "critic_lr": {"low": 1e-5, "high": 1e-1, "log": True},
         },
         "interval": 2000,
     },
@@ -203,6 +204,10 @@ def ray_side(task: dict, runs: int, seed: int, cores: int, extra) -> dict:
         quantile_fraction=0.25,
         resample_probability=0.25,
         custom_explore_fn=clip,
+        # steps when every trial has reached the interval, as gpurl's are: asynchronous
+        # PBT clones trials that are ahead back to ones behind, over and over, once
+        # many trials tie at CartPole's maximum return
+        synch=True,
     )
     with tempfile.TemporaryDirectory() as tmp:
         tuner = tune.Tuner(
@@ -213,11 +218,11 @@ def ray_side(task: dict, runs: int, seed: int, cores: int, extra) -> dict:
                 "keys": keys,
                 **{k: first(k) for k in keys},
             },
-            tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
+            tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True),
             run_config=tune.RunConfig(
                 storage_path=tmp,
                 verbose=0,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=4),
             ),
         )
         results = tuner.fit()

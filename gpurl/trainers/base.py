@@ -133,7 +133,7 @@ class Trainer:
         # trainer.hyper_schedule: they follow a schedule (a PBT run's best, replayed)
         pbt = cfg.get("pbt") or {}
         self.population = (
-            Population(pbt, self.runs, agent.cfg, self.runs.seeds[0], int(cfg.eval_interval))
+            Population(pbt, self.runs, agent.cfg, self.runs.seeds[0])
             if pbt.get("enabled")
             else None
         )

@@ -243,15 +243,12 @@ class Population:
     its choices, every run's schedule (the values its weights were trained under) and
     the lineage of every step."""
 
-    def __init__(self, pbt, runs: Runs, agent_keys: Mapping, seed: int, eval_interval: int):
+    def __init__(self, pbt, runs: Runs, agent_keys: Mapping, seed: int):
         if not runs.many:
             raise ConfigError("trainer.pbt needs a population: set trainer.num_seeds >= 2")
+        # steps are taken at evaluations: an interval below trainer.eval_interval means
+        # a step at every evaluation
         self.interval = int(pbt.interval_frames)
-        if self.interval < int(eval_interval):
-            raise ConfigError(
-                f"trainer.pbt.interval_frames={self.interval} is shorter than "
-                f"trainer.eval_interval={eval_interval}: fitness comes from evaluations"
-            )
         self.space = parse_space(pbt.get("space"), agent_keys)
         self.fraction, self.k = float(pbt.fraction), int(pbt.fitness)
         self.perturb = [float(f) for f in pbt.perturb]
