@@ -118,7 +118,9 @@ def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(tmp_pat
     back the log-probs and values the policy acted with (ratio 1 before any update)."""
     trainer = small(tmp_path, envs=4, steps=40)
     agent = trainer.agent
+    trainer.collector.rollout()  # the second rollout begins mid-episode
     rollout = trainer.collector.rollout()
+    assert rollout.get(RECURRENT_STATE)[0].abs().amax(-1).gt(0).any()
     targets = agent.compute_targets(rollout, trainer.collector.obs)
     trainer._allocate(rollout, targets)
     trainer.shuffle()
