@@ -31,6 +31,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from gpurl.envs import make_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
+from gpurl.policies.wrapper import PolicyWrapper
 from gpurl.train import load_trained, saved_config
 
 CHECKPOINTS = ("last", "best")
@@ -157,6 +158,11 @@ def export(
     whose actions onnxruntime checks the same way (discrete ones equal, continuous ones
     within ONNX_TOLERANCE). Returns that JSON's content."""
     out = Path(out)
+    if isinstance(trained.policy, PolicyWrapper) and trained.policy.core is not None:
+        raise ConfigError(
+            f"the policy of {trained.run_dir} is recurrent (agent.recurrent): export traces "
+            f"stateless policies only for now; act with gpurl.api.load, which carries the state"
+        )
     program = _Program(trained)
     entries = recorded_observations(trained, observations)
     batch = torch.export.Dim("batch", min=1)

@@ -133,6 +133,19 @@ EXACT_CASES = {
         "trainer.init_random_frames=64",
         "env.eval_envs=2",
     ],
+    # the acting hidden state [num_envs, 2 x hidden] carries across the checkpoint
+    "ppo_cartpole_lstm": [
+        "env=cartpole",
+        "agent=ppo",
+        "agent.recurrent=lstm",
+        "agent.recurrent_hidden=16",
+        "agent.hidden=[32]",
+        "agent.anneal_lr=false",  # fixed: the halves differ in total_frames
+        "env.num_envs=4",
+        "env.eval_envs=2",
+        "trainer.rollout_steps=16",
+        "agent.minibatches=2",
+    ],
     "sac_marinenav": [
         "env=marinenav_continuous",
         "agent=sac",

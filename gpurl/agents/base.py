@@ -308,6 +308,16 @@ class OnPolicyAgent(Agent):
         self._next_value: Tensor | None = None
         self._targets: TensorDict | None = None
 
+    #: learns from whole env sequences [T, envs] (a recurrent core): the trainer deals
+    #: envs, not steps, to the minibatches (trainers/on_policy.py)
+    recurrent: bool = False
+
+    def acting_state(self) -> dict[str, Tensor]:
+        """The acting policy's state that carries over from one rollout to the next
+        (a recurrent hidden state [num_envs, ...]): checkpointed by the on-policy trainer
+        beside the collector's observation, restored in place."""
+        return {}
+
     def set_horizon(self, total_frames: int) -> None:
         """The run's length in frames (the trainer's total_frames), for annealing."""
         self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
@@ -342,12 +352,17 @@ class OnPolicyAgent(Agent):
         terminated = nxt.get(info.terminated_key).reshape(value.shape)
         done = nxt.get(info.done_key).reshape(value.shape)
         if self.bootstrap_truncated or last_obs is None:
-            next_value.copy_(self.time_major_value(nxt))
+            next_value.copy_(self.next_values(rollout))
         else:
             next_value[:-1].copy_(value[1:])
             next_value[-1].copy_(self.value(last_obs))
             terminated = done
         return reward, next_value, terminated, done
+
+    def next_values(self, rollout: TensorDict) -> Tensor:
+        """V of each step's next observation [T, N] (the rollout's "next" entries); a
+        recurrent agent reads its stored hidden states too."""
+        return self.time_major_value(rollout.get("next"))
 
     def time_major_value(self, obs: TensorDict) -> Tensor:
         """value(obs) of a time-major obs [T, N x E]: with N runs, computed on its

@@ -26,6 +26,16 @@ sample of the minibatches is one (time, env) step carrying all of its robots, [R
 - MAPPO (agent.critic=central): the critic values robot i from the whole group's
   observations and robot i's index (policies/central.py); the actor is unchanged.
 
+Recurrent PPO and A2C (agent.recurrent=lstm | gru): one encoder and one recurrent core
+(policies/recurrent.py, agent.recurrent_hidden units) shared by the actor and the critic,
+whose trunks read the core's output (CleanRL's ppo_atari_lstm.py; agent.shared_encoder
+is then implied). The acting policy carries the hidden state per env and writes the
+state each step began with into the rollout (RECURRENT_STATE); the trainer deals whole
+env sequences [T, envs / minibatches] to the minibatches (trainers/on_policy.py), and
+`learn` replays the core over each from the stored state at the rollout's first step,
+zeroing it after every step where the episode ended. The bootstrap values of the next
+observations are read off the stored states in one batched step (`next_values`).
+
 GAE runs per robot over the rollout [T, N, R] (core/returns.gae) with the env's
 validity mask (EnvInfo.valid_key, MarineNav's ("agents", "running")): a step where the
 robot was not running (it stopped earlier in its episode, or its slot is empty) has no
@@ -64,7 +74,8 @@ from gpurl.policies import (
     make_encoder,
     with_features,
 )
-from gpurl.policies.networks import EncoderConfig
+from gpurl.policies.networks import FEATURES, EncoderConfig
+from gpurl.policies.recurrent import RECURRENT_KINDS, RECURRENT_STATE, RecurrentCore
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 CRITICS = ("local", "central")
@@ -176,6 +187,13 @@ class ActorCriticConfig(OnPolicyConfig):
         "V of the group's observations and the robot's index)",
         choices=CRITICS,
     )
+    recurrent: str | None = key(
+        None,
+        "null | lstm | gru: one recurrent layer, shared by actor and critic, between the "
+        "(then shared) encoder and the trunks; trained by backpropagation through the rollout",
+        choices=RECURRENT_KINDS,
+    )
+    recurrent_hidden: int = key(128, "the recurrent layer's hidden units", ge=1)
     encoder: EncoderConfig = encoder_key()
 
 
@@ -215,16 +233,28 @@ class PPOAgent(OnPolicyAgent):
             )
         act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
         hidden = list(cfg.hidden)
+        recurrent = cfg.get("recurrent")
+        if recurrent:
+            self.refuse_recurrent(recurrent, critic)
         # one trunk for both heads, or a trunk each
         runs = self.runs
-        self.encoder = None
-        if cfg.get("shared_encoder"):
+        self.encoder = self.core = None
+        if cfg.get("shared_encoder") or recurrent:
             self.encoder = runs.build(lambda: make_encoder(info, enc)).to(device)
+        if recurrent:
+            self.core = RecurrentCore(
+                recurrent,
+                self.encoder.out_features,
+                int(cfg.get("recurrent_hidden") or 128),
+                info.batch_shape,
+                device,
+            ).to(device)
+        features = self.encoder if self.core is None else self.core
 
         def trunk():
             if self.encoder is None:
                 return make_encoder(info, enc)
-            return SharedFeatures(self.encoder.out_features)
+            return SharedFeatures(features.out_features)
 
         def actor():
             if info.discrete:
@@ -245,6 +275,7 @@ class PPOAgent(OnPolicyAgent):
         self.actor = runs.build(actor).to(device)
         self.critic = runs.build(value_network).to(device)
         shared = [] if self.encoder is None else list(self.encoder.parameters())
+        shared += [] if self.core is None else list(self.core.parameters())
         self.params = [*shared, *self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = make_optimizer(self.params, self.lr, runs, eps=1e-5)
         self.policy = PolicyWrapper(
@@ -254,6 +285,7 @@ class PPOAgent(OnPolicyAgent):
             value=self.critic,
             write_log_prob=True,
             encoder=self.encoder,
+            core=self.core,
         ).to(device)
         self.gae_lambda = float(cfg.gae_lambda)
         self.clip, self.value_clip = self.clips(cfg)
@@ -264,20 +296,61 @@ class PPOAgent(OnPolicyAgent):
         self.valid_key = info.valid_key
         self.learn_step = self.compiled(self.learn)
 
+    def refuse_recurrent(self, recurrent: str, critic: str) -> None:
+        """What agent.recurrent does not run with yet, each refused in one line."""
+        info, fix = self.info, f"drop agent.recurrent={recurrent}"
+        if self.runs.many:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} trains one seed per process: drop "
+                f"trainer.num_seeds, or {fix}"
+            )
+        if self.compile.cudagraphs or self.compile.policy:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} carries its hidden state in eager acting only: "
+                f"set compile.cudagraphs=false and compile.policy=false, or {fix}"
+            )
+        if info.multi_agent or critic != "local":
+            raise ConfigError(
+                f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
+                f"has a robot group {tuple(info.group_shape)}): {fix}"
+            )
+
     def clips(self, cfg) -> tuple[float | None, float | None]:
         """(surrogate clip, value clip); None where off (a null or non-positive value)."""
         return _optional(cfg.clip_epsilon), _optional(cfg.value_clip)
 
     def modules(self):
         shared = {} if self.encoder is None else {"encoder": self.encoder}
+        shared |= {} if self.core is None else {"core": self.core}
         return {**shared, "actor": self.actor, "critic": self.critic}
+
+    @property
+    def recurrent(self) -> bool:
+        return self.core is not None
+
+    def acting_state(self):
+        return {} if self.core is None else {"recurrent_state": self.core.state}
 
     def optimizers(self):
         return {"optimizer": self.optimizer}
 
     # -- targets -------------------------------------------------------------------------------
     def value(self, obs) -> Tensor:
-        return self.critic(with_features(self.encoder, obs))
+        if self.core is None:
+            return self.critic(with_features(self.encoder, obs))
+        # the observation the policy acts on next, from the state it acts with
+        out, _ = self.core.step(self.encoder(obs), self.core.state)
+        return self.critic(obs.clone(recurse=False).set(FEATURES, out))
+
+    def next_values(self, rollout: TensorDict) -> Tensor:
+        if self.core is None:
+            return super().next_values(rollout)
+        # each step's state after it (before any reset), s_t+1 = f(x_t, s_t) from the
+        # stored s_t, then V of the next observation from it: two batched steps
+        _, after = self.core.step(self.encoder(rollout), rollout.get(RECURRENT_STATE))
+        nxt = rollout.get("next")
+        out, _ = self.core.step(self.encoder(nxt), after)
+        return self.critic(nxt.clone(recurse=False).set(FEATURES, out))
 
     @torch.no_grad()
     def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:
@@ -286,7 +359,10 @@ class PPOAgent(OnPolicyAgent):
         reward, next_value, terminated, done = self.bootstrap(rollout, last_obs)
         value = rollout.get(VALUE)
         valid = None
-        if self.valid_key is None:
+        if self.core is not None:  # the sequences' resets ride with the targets
+            out = self.target_buffers(value, "advantage", "value_target", "done")
+            out.get("done").copy_(done)
+        elif self.valid_key is None:
             out = self.target_buffers(value, "advantage", "value_target")
         else:  # the minibatches carry the mask as a 0/1 weight beside the targets
             out = self.target_buffers(value, "advantage", "value_target", "valid")
@@ -318,7 +394,13 @@ class PPOAgent(OnPolicyAgent):
         weight = None if self.valid_key is None else batch["valid"]
         if weight is not None and self.runs.many:  # each run's loss its own rows' mean
             weight = balance_runs(weight, self.runs.n)
-        obs = with_features(self.encoder, batch)
+        if self.core is None:
+            obs = with_features(self.encoder, batch)
+        else:  # whole sequences [T, envs]: the core replayed from the stored first state
+            out = self.core.sequence(
+                self.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
+            )
+            obs = batch.clone(recurse=False).set(FEATURES, out)
         log_prob, entropy = self.actor.evaluate(obs, action)
         log_ratio = log_prob - batch[LOG_PROB]
         ratio = log_ratio.exp()

@@ -335,16 +335,20 @@ class NativeEnv(EnvHooks, EnvBase):
         """One episode in every env from a reset, acting with `policy` (the caller makes
         it greedy): per env [batch] its return (summed over robots), length, and whether
         it ended terminated (a goal or a crash, not max_steps). For evaluation: it reads
-        the device every 64 steps to stop once every episode has ended."""
+        the device every 64 steps to stop once every episode has ended. The observation
+        carries TorchRL's "is_init" [*batch, 1], True where an episode begins (a recurrent
+        policy restarts its state there)."""
         batch = self.batch_size
         start = self.rng.get_state()
         obs = self.lean_reset()
+        obs.set("is_init", torch.ones((*batch, 1), dtype=torch.bool, device=self.device))
         ret = torch.zeros(batch, device=self.device)
         length = torch.zeros(batch, device=self.device)
         alive = torch.ones(batch, dtype=torch.bool, device=self.device)
         terminated = torch.zeros(batch, dtype=torch.bool, device=self.device)
         for t in range(max_steps or self.max_episode_steps):
             nxt, obs = self.lean_step(policy(obs)["action"])
+            obs.set("is_init", nxt["done"].reshape(*batch, -1).any(-1, keepdim=True))
             ret += nxt["reward"].reshape(*batch, -1).sum(-1) * alive
             length += alive
             terminated |= nxt["terminated"].reshape(*batch, -1).any(-1) & alive

@@ -38,7 +38,8 @@ from gpurl.core.progress import Progress
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
 from gpurl.policies.exploration import Exploration
-from gpurl.policies.networks import with_features
+from gpurl.policies.networks import FEATURES, with_features
+from gpurl.policies.recurrent import IS_INIT, RECURRENT_STATE, RecurrentCore
 
 LOG_PROB = "sample_log_prob"
 VALUE = "state_value"
@@ -64,7 +65,8 @@ class ActingPolicy(TensorDictModuleBase):
     """td in, td out: reads `in_keys`, writes `out_keys` (the action first).
 
     The collector calls episode_end(done) after each step when `stateful` (exploration
-    that must restart with an episode); the trainer logs `epsilon()` when not None.
+    or a recurrent state that must restart with an episode); evaluation calls
+    start_evaluation() before it plays; the trainer logs `epsilon()` when not None.
     A compiled acting form (trainers/compile.compile_policy) is called in its place;
     these declarations stay the eager policy's."""
 
@@ -74,6 +76,10 @@ class ActingPolicy(TensorDictModuleBase):
 
     def episode_end(self, done: torch.Tensor) -> None:
         """Restart per-episode exploration state where done [*env batch] is True."""
+
+    def start_evaluation(self) -> None:
+        """Greedy episodes from a reset follow: drop what earlier greedy calls left
+        (a recurrent policy's evaluation state)."""
 
     def epsilon(self) -> torch.Tensor | None:
         """The current epsilon of epsilon-greedy exploration (a device scalar), or None."""
@@ -103,12 +109,18 @@ class PolicyWrapper(ActingPolicy):
         write_log_prob: bool = False,
         write_max_q: bool = False,
         encoder: nn.Module | None = None,
+        core: RecurrentCore | None = None,
     ):
         super().__init__()
         self.network = network
         # a trunk the network and the value head share (built on SharedFeatures): run
         # once per step, its features handed to both (PPO's agent.shared_encoder)
         self.encoder = encoder
+        # a recurrent core on the shared trunk's features (policies/recurrent.py): it
+        # carries a hidden state per env and writes the one each step began with
+        if core is not None and encoder is None:
+            raise ConfigError("a recurrent core runs on a shared encoder's features")
+        self.core = core
         self.kind = network.kind
         self.discrete = info.discrete
         if self.discrete != (self.kind in ("q", "categorical")):
@@ -118,7 +130,7 @@ class PolicyWrapper(ActingPolicy):
         self.action_key, self.mask_key = info.action_key, info.action_mask_key
         self.progress = progress
         self.exploration = nn.ModuleList(exploration)
-        self.stateful = any(module.stateful for module in self.exploration)
+        self.stateful = core is not None or any(m.stateful for m in self.exploration)
         if write_max_q and (self.kind != "q" or value is not None):
             raise ConfigError("write_max_q needs a Q-network and no separate value network")
         self.value = value
@@ -128,6 +140,7 @@ class PolicyWrapper(ActingPolicy):
         self.in_keys = info.input_keys
         self.out_keys = [self.action_key] + ([LOG_PROB] if write_log_prob else [])
         self.out_keys += [VALUE] if value is not None or write_max_q else []
+        self.out_keys += [RECURRENT_STATE] if core is not None else []
         if not self.discrete:
             low, high = info.action_bounds
             self.register_buffer("low", low.to(info.device))
@@ -150,6 +163,11 @@ class PolicyWrapper(ActingPolicy):
         explore = exploring()
         mask = td.get(self.mask_key) if self.mask_key else None
         obs = with_features(self.encoder, td)
+        if self.core is not None:
+            # exploring (the collector) moves the training state, greedy calls their own
+            out, began = self.core.act(obs.get(FEATURES), explore, td.get(IS_INIT, None))
+            obs.set(FEATURES, out)
+            td.set(RECURRENT_STATE, began)
         action, log_prob, scores = self._act(obs, mask, explore)
         if explore:
             frames = self.progress.frames if frames is None else frames
@@ -181,9 +199,16 @@ class PolicyWrapper(ActingPolicy):
         return self.network(td), None, None
 
     def episode_end(self, done: torch.Tensor) -> None:
-        """Tell stateful exploration (OU noise) which envs start a new episode."""
+        """Tell stateful exploration (OU noise) and the recurrent core which envs start
+        a new episode."""
         for module in self.exploration:
             module.episode_end(done)
+        if self.core is not None:
+            self.core.episode_end(done)
+
+    def start_evaluation(self) -> None:
+        if self.core is not None:
+            self.core.start_evaluation()
 
     def epsilon(self) -> torch.Tensor | None:
         """The current epsilon (a device scalar), for logging; None without epsilon-greedy."""

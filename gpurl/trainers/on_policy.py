@@ -10,6 +10,12 @@ rest of the loop is trainers/base.py). It trains OnPolicyAgents (agents/base.py)
         agent.epochs passes over a device permutation of the T x num_envs samples,
         split in agent.minibatches; agent.update(minibatch, progress) each
 
+A recurrent agent (agent.recurrent: agent.recurrent_hidden units) learns from whole
+sequences: each pass deals a device permutation of the num_envs envs to the
+minibatches, agent.minibatches envs' worth each, and a minibatch is the rollout's T steps
+of its envs, [T, num_envs / minibatches] (its stored hidden states and done flags
+included: the agent replays its core from the first step's state).
+
 On a multi-robot env a sample is one (step, env) pair with all of its robots: entries
 keep their group dim, [minibatch, R, ...], and the agent masks the robots that were not
 running (agents/ppo.py).
@@ -26,7 +32,7 @@ from tensordict import TensorDict
 
 from gpurl.errors import ConfigError
 from gpurl.trainers.base import Trainer
-from gpurl.trainers.collector import make_collector
+from gpurl.trainers.collector import LeanCollector, make_collector
 
 
 class OnPolicyTrainer(Trainer):
@@ -47,6 +53,14 @@ class OnPolicyTrainer(Trainer):
                 f"env.num_envs = {self.frames_per_batch}: pick a divisor"
             )
         self.minibatch_size = self.frames_per_batch // self.minibatches
+        self.sequences = agent.recurrent
+        if self.sequences and num_envs % self.minibatches:
+            raise ConfigError(
+                f"agent.minibatches={self.minibatches} does not divide env.num_envs="
+                f"{num_envs}: a recurrent agent's minibatches are whole env sequences; "
+                f"pick a divisor"
+            )
+        self.num_envs = num_envs
         # N runs (core/runs.py): each minibatch holds minibatch_size / N rows of every
         # run, drawn from that run's own envs, run-major
         self.n_runs = progress.runs.n
@@ -66,6 +80,12 @@ class OnPolicyTrainer(Trainer):
             step=self.step,
             act=self.acting,
         )
+        if self.sequences and not isinstance(self.collector, LeanCollector):
+            raise ConfigError(
+                "agent.recurrent resets its hidden state through gpurl's lean collector: "
+                "this env runs TorchRL's (env.collector=torchrl or an env without a lean "
+                "path); use env.collector=auto with a native env, or drop agent.recurrent"
+            )
         agent.set_horizon(int(cfg.total_frames))
         self._batch: TensorDict | None = None
         self.targets: TensorDict | None = None  # the last rollout's, from the agent
@@ -73,6 +93,8 @@ class OnPolicyTrainer(Trainer):
     def _allocate(self, batch: TensorDict, targets: TensorDict) -> None:
         """Flat views [T x N] of what minibatches carry, and the minibatch buffers."""
         n = self.frames_per_batch
+        if self.sequences:
+            return self._allocate_sequences(batch, targets)
         self.perm = torch.empty(n, dtype=torch.long, device=self.device)
         if self.n_runs > 1:  # row (t, k, e) of run k's T x E rows, flat in [T, N x E]
             envs = batch.shape[1] // self.n_runs
@@ -96,6 +118,24 @@ class OnPolicyTrainer(Trainer):
         )
         self._targets = [self._minibatch.get(k) for k in self._keys]
 
+    def _allocate_sequences(self, batch: TensorDict, targets: TensorDict) -> None:
+        """A recurrent agent's minibatch buffers [T, num_envs / minibatches], filled from
+        the rollout's [T, num_envs] entries and targets along the env dim."""
+        self.perm = torch.empty(self.num_envs, dtype=torch.long, device=self.device)
+        keys = [*self.agent.policy.in_keys, *self.agent.policy.out_keys]
+        sources = {k: batch.get(k) for k in keys} | {k: targets.get(k) for k in targets.keys()}
+        self._keys = list(sources)
+        self._sources = list(sources.values())
+        envs = self.num_envs // self.minibatches
+        self._minibatch = TensorDict(
+            {
+                k: torch.empty((self.steps, envs, *v.shape[2:]), dtype=v.dtype, device=v.device)
+                for k, v in sources.items()
+            },
+            batch_size=[self.steps, envs],
+        )
+        self._targets = [self._minibatch.get(k) for k in self._keys]
+
     # -- the hot path -----------------------------------------------------------------------
     def iteration(self) -> None:
         """Collect one rollout and learn from it. No host reads."""
@@ -106,19 +146,25 @@ class OnPolicyTrainer(Trainer):
         if batch is not self._batch:  # the lean collector reuses one buffer: once
             self._allocate(batch, targets)
             self._batch = batch
-        size = self.minibatch_size
+        # a minibatch: `size` rows of the flat rollout, or (sequences) `size` envs' columns
+        dim, size = (
+            (1, self.num_envs // self.minibatches) if self.sequences else (0, self.minibatch_size)
+        )
         for _ in range(self.epochs):
             self.shuffle()
             for i in range(self.minibatches):
                 index = self.perm[i * size : (i + 1) * size]
                 for src, dst in zip(self._sources, self._targets, strict=True):
-                    torch.index_select(src, 0, index, out=dst)
+                    torch.index_select(src, dim, index, out=dst)
                 self.metrics.add(self.agent.update(self._minibatch, self.progress))
                 self.progress.add_update()
 
     def shuffle(self) -> None:
         """A device permutation of the rollout's rows into self.perm; with N runs, each
         run's rows shuffled among themselves and dealt run-major into every minibatch."""
+        if self.sequences:  # whole envs (one run: recurrent agents refuse num_seeds)
+            torch.randperm(self.num_envs, device=self.device, out=self.perm)
+            return
         if self.n_runs == 1:
             torch.randperm(self.frames_per_batch, device=self.device, out=self.perm)
             return
@@ -131,7 +177,16 @@ class OnPolicyTrainer(Trainer):
 
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:
-        return {"collector": self.collector.state_dict()}
+        acting = {k: t.clone() for k, t in self.agent.acting_state().items()}
+        return {"collector": self.collector.state_dict(), "acting": acting}
 
     def load_extra_state(self, state: dict) -> None:
         self.collector.load_state_dict(state["collector"])
+        saved = state.get("acting", {})  # none in checkpoints written before it
+        for k, t in self.agent.acting_state().items():
+            if k not in saved:
+                raise ConfigError(
+                    f"the checkpoint holds no acting {k}: it was written without "
+                    f"agent.recurrent; resume with the agent settings it was written with"
+                )
+            t.copy_(saved[k])

@@ -12,7 +12,7 @@ from torchrl.envs.utils import step_mdp
 
 from gpurl.envs import make_eval_env
 from gpurl.errors import ConfigError
-from gpurl.trainers.evaluation import greedy_mode
+from gpurl.trainers.evaluation import greedy_mode, start_evaluation
 
 FPS = 30
 
@@ -36,6 +36,7 @@ def record_episode(env, policy, max_steps: int, name: str = "this env") -> torch
             f"video option"
         )
     frames = [first.reshape(-1, *first.shape[-3:])[0].cpu()]
+    start_evaluation(policy)  # a recurrent policy's greedy state starts from zeros
     with greedy_mode():
         for _ in range(int(max_steps)):
             td = env.step(policy(td))

@@ -1,0 +1,121 @@
+"""A recurrent core (one LSTM or GRU layer) between an encoder and the heads, with the
+hidden state the acting policy carries from step to step.
+
+The state of one stream is one vector [S]: h for a GRU (S = H), h and c concatenated
+for an LSTM (S = 2 H), so a rollout stores it as one entry, RECURRENT_STATE, [T, B, S].
+
+Two acting states, never mixed:
+- the training state [*env batch, S], a buffer of the core: the collector's policy reads
+  it at each step, writes the state the step began with into the rollout and moves it
+  on; `episode_end(done)` zeroes it where an episode ended (a multiply by ~done, no host
+  read), and it carries over from one rollout to the next. It is non-persistent (module
+  checkpoints and best.pt load at any number of envs); the on-policy trainer saves it
+  beside the collector's observation (OnPolicyAgent.acting_state).
+- the evaluation state, a plain tensor sized at the first greedy call for its batch:
+  greedy calls (evaluation, gpurl.eval) read and move it, zeroed at `start_evaluation()`
+  (trainers/evaluation.py calls it) and where the observation carries TorchRL's
+  "is_init" flag (NativeEnv.play_episodes sets it at every episode start).
+
+Learning replays the core over whole sequences (`sequence`): from the stored state at
+the first step, a step at a time, the state zeroed after every step where the episode
+ended, so no gradient crosses an episode boundary (truncated backpropagation through
+time over the rollout).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from gpurl.errors import ConfigError
+
+RECURRENT_STATE = "recurrent_state"
+IS_INIT = "is_init"  # TorchRL's flag of a step that begins an episode (InitTracker)
+RECURRENT_KINDS = ("lstm", "gru")
+
+
+class RecurrentCore(nn.Module):
+    """One LSTM or GRU layer (torch.nn, batch_first=False) over features [*batch, F] ->
+    [*batch, hidden], holding the training env batch's acting state (module docstring)."""
+
+    def __init__(self, kind: str, in_features: int, hidden: int, batch_shape, device=None) -> None:
+        super().__init__()
+        if kind not in RECURRENT_KINDS:
+            raise ConfigError(f"agent.recurrent={kind} is unknown: use lstm, gru or null")
+        if hidden < 1:
+            raise ConfigError(f"agent.recurrent_hidden must be >= 1, got {hidden}")
+        self.kind, self.hidden = kind, int(hidden)
+        self.lstm = kind == "lstm"
+        rnn = nn.LSTM if self.lstm else nn.GRU
+        self.rnn = rnn(in_features, self.hidden, num_layers=1, batch_first=False)
+        self.out_features = self.hidden
+        self.state_size = 2 * self.hidden if self.lstm else self.hidden
+        state = torch.zeros((*batch_shape, self.state_size), device=device)
+        self.register_buffer("state", state, persistent=False)
+        self.eval_state: Tensor | None = None
+
+    # -- one step and whole sequences --------------------------------------------------
+    def step(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+        """(output [*batch, H], next state [*batch, S]) of features x [*batch, F] from
+        `state` [*batch, S]."""
+        batch = x.shape[:-1]
+        x = x.reshape(1, -1, x.shape[-1])
+        state = state.reshape(1, -1, self.state_size)
+        if self.lstm:
+            h, c = state[..., : self.hidden].contiguous(), state[..., self.hidden :].contiguous()
+            out, (h, c) = self.rnn(x, (h, c))
+            new = torch.cat((h, c), -1)
+        else:
+            out, new = self.rnn(x, state.contiguous())
+        return out.reshape(*batch, self.hidden), new.reshape(*batch, self.state_size)
+
+    def sequence(self, x: Tensor, state: Tensor, done: Tensor) -> Tensor:
+        """Outputs [T, *batch, H] of features x [T, *batch, F] from `state` [*batch, S] at
+        t = 0, the state zeroed after each step t where done[t] [T, *batch] (bool or 0/1)."""
+        keep = (1.0 - done.to(x.dtype)).unsqueeze(-1)
+        outs = []
+        for t in range(x.shape[0]):
+            out, state = self.step(x[t], state)
+            outs.append(out)
+            state = state * keep[t]
+        return torch.stack(outs)
+
+    # -- acting ------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(
+        self, x: Tensor, training: bool, is_init: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """(output, the state this step began with) for features x [*batch, F], moving
+        the training state (training) or the evaluation state on by one step."""
+        if training:
+            state = self.state
+            if state.shape[:-1] != x.shape[:-1]:
+                raise ConfigError(
+                    f"the recurrent state was sized for the training envs "
+                    f"{tuple(state.shape[:-1])}, got a batch {tuple(x.shape[:-1])} while "
+                    f"exploring: call a recurrent policy on other batches greedily"
+                )
+        else:
+            state = self.evaluation_state(x)
+        if is_init is not None:
+            state.mul_(~is_init.reshape(state.shape[:-1] + (1,)))
+        began = state.clone()
+        out, new = self.step(x, state)
+        state.copy_(new)
+        return out, began
+
+    def evaluation_state(self, x: Tensor) -> Tensor:
+        """The greedy calls' state for x's batch, zeros when first seen at this size."""
+        shape = (*x.shape[:-1], self.state_size)
+        if self.eval_state is None or self.eval_state.shape != shape:
+            self.eval_state = torch.zeros(shape, device=x.device)
+        return self.eval_state
+
+    def episode_end(self, done: Tensor) -> None:
+        """Zero the training state where done [*env batch] is True (no host read)."""
+        self.state.mul_((~done).reshape(self.state.shape[:-1] + (1,)))
+
+    def start_evaluation(self) -> None:
+        """Fresh episodes ahead: the evaluation state restarts from zeros."""
+        if self.eval_state is not None:
+            self.eval_state.zero_()

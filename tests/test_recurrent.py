@@ -1,0 +1,363 @@
+"""Recurrent PPO and A2C (agent.recurrent): the core's resets and gradient cuts on
+hand-made sequences, the hidden state a rollout stores and carries, whole-sequence
+minibatches that replay the acting pass, evaluation's own state, the host-read audit,
+recurrent=null leaving PPO as it was, and the settings refused in one line."""
+
+import pytest
+import torch
+
+from gpurl.agents.ppo import PPOAgent
+from gpurl.core.compile import CompileSpec
+from gpurl.errors import ConfigError
+from gpurl.policies import LOG_PROB, VALUE
+from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
+from gpurl.train import build, load_config
+from gpurl.trainers.evaluation import evaluate_protocol
+from gpurl.utils.host_reads import count_host_reads
+
+from .test_bad_input import assert_refused, run_cli
+
+
+def small(tmp_path, *overrides, envs=4, steps=8, env="cartpole"):
+    cfg = load_config(
+        [
+            f"env={env}",
+            "agent=ppo",
+            "agent.recurrent=lstm",
+            "agent.recurrent_hidden=8",
+            f"env.num_envs={envs}",
+            *(["env.eval_envs=2"] if env in ("cartpole", "gym") else []),
+            "agent.hidden=[16]",
+            f"trainer.rollout_steps={steps}",
+            "agent.epochs=2",
+            "agent.minibatches=2",
+            "logger=none",
+            "trainer.progress=false",
+            *overrides,
+        ]
+    )
+    return build(cfg, tmp_path)
+
+
+# -- the core on hand-made sequences ------------------------------------------------------
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_done_zeroes_the_state_for_the_next_step_and_cuts_the_gradient(kind):
+    torch.manual_seed(0)
+    core = RecurrentCore(kind, 3, 4, (2,))
+    x = torch.randn(4, 2, 3)
+    state = torch.randn(2, core.state_size, requires_grad=True)
+    done = torch.tensor([[0, 0], [1, 0], [0, 0], [0, 0]], dtype=torch.bool)  # env 0 ends at t=1
+    out = core.sequence(x, state, done)
+    # step by step: env 0 starts afresh at t=2 (from zeros), env 1 goes on
+    s, expected = state, []
+    for t in range(4):
+        o, s = core.step(x[t], s)
+        expected.append(o)
+        if t == 1:
+            s = torch.stack((torch.zeros_like(s[0]), s[1]))
+    torch.testing.assert_close(out, torch.stack(expected))
+    fresh, _ = core.step(x[2, :1], torch.zeros(1, core.state_size))
+    torch.testing.assert_close(out[2, :1], fresh)
+    # nothing after env 0's end depends on the state it began the sequence with
+    (grad,) = torch.autograd.grad(out[2:].sum(), state, retain_graph=True)
+    assert grad[0].abs().max() == 0
+    assert grad[1].abs().max() > 0
+    (grad,) = torch.autograd.grad(out[:2, 0].sum(), state)
+    assert grad[0].abs().max() > 0
+
+
+def test_episode_end_zeroes_the_training_state_by_mask():
+    core = RecurrentCore("lstm", 3, 2, (3,))
+    core.state.fill_(1.0)
+    kept = core.state
+    core.episode_end(torch.tensor([True, False, True]))
+    assert core.state is kept  # in place: the tensor checkpoints and the trainer hold
+    assert core.state.tolist() == [[0.0] * 4, [1.0] * 4, [0.0] * 4]
+
+
+# -- the rollout ---------------------------------------------------------------------------
+def replay_rollout(agent, rollout, start):
+    """The acting pass again, a step at a time, from `start`: (state each step began
+    with, log-probs' logits, values, state after the rollout)."""
+    core, states, values = agent.core, [], []
+    s = start
+    done = rollout.get(("next", "done")).reshape(rollout.shape)
+    with torch.no_grad():
+        for t in range(rollout.shape[0]):
+            states.append(s)
+            out, s = core.step(agent.encoder(rollout[t]), s)
+            values.append(agent.critic(rollout[t].clone(False).set("features", out)))
+            s = s * (~done[t]).unsqueeze(-1)
+    return torch.stack(states), torch.stack(values), s
+
+
+def test_the_rollout_stores_the_state_each_step_began_with_and_carries_it_over(tmp_path):
+    trainer = small(tmp_path, envs=4, steps=40)  # 40 random CartPole steps: some end
+    agent, collector = trainer.agent, trainer.collector
+    first = collector.rollout()
+    done = first.get(("next", "done")).reshape(first.shape)
+    assert done.any() and not done[-1].all()
+    stored = first.get(RECURRENT_STATE)
+    assert stored.shape == (40, 4, 16) and stored[0].abs().max() == 0  # zeros at the start
+    states, values, after = replay_rollout(agent, first, stored[0])
+    torch.testing.assert_close(stored, states)
+    torch.testing.assert_close(first.get(VALUE), values)
+    # a step after an episode's end begins from zeros
+    t, e = done[:-1].nonzero()[0].tolist()
+    assert stored[t + 1, e].abs().max() == 0
+    # the state after the rollout is the training state, the next rollout's start
+    torch.testing.assert_close(agent.core.state, after)
+    carried = agent.core.state.clone()
+    second = collector.rollout()
+    torch.testing.assert_close(second.get(RECURRENT_STATE)[0], carried)
+
+
+def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(tmp_path):
+    """The minibatch an update sees: the rollout's T steps of half the envs, beginning at
+    the states the rollout stored at its first step; re-running the core over it gives
+    back the log-probs and values the policy acted with (ratio 1 before any update)."""
+    trainer = small(tmp_path, envs=4, steps=40)
+    agent = trainer.agent
+    trainer.collector.rollout()  # the second rollout begins mid-episode
+    rollout = trainer.collector.rollout()
+    assert rollout.get(RECURRENT_STATE)[0].abs().amax(-1).gt(0).any()
+    targets = agent.compute_targets(rollout, trainer.collector.obs)
+    trainer._allocate(rollout, targets)
+    trainer.shuffle()
+    envs = trainer.perm[:2]
+    for src, dst in zip(trainer._sources, trainer._targets, strict=True):
+        torch.index_select(src, 1, envs, out=dst)
+    batch = trainer._minibatch
+    assert batch.batch_size == (40, 2)
+    torch.testing.assert_close(batch.get(RECURRENT_STATE)[0], rollout.get(RECURRENT_STATE)[0, envs])
+    done = rollout.get(("next", "done")).reshape(rollout.shape)
+    torch.testing.assert_close(batch.get("done"), done[:, envs].float())
+    with torch.no_grad():
+        out = agent.core.sequence(
+            agent.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
+        )
+        obs = batch.clone(False).set("features", out)
+        log_prob, _ = agent.actor.evaluate(obs, batch.get("action"))
+        torch.testing.assert_close(log_prob, batch.get(LOG_PROB))
+        torch.testing.assert_close(agent.critic(obs), batch.get(VALUE))
+
+
+def test_bootstrap_values_follow_the_stored_states(tmp_path):
+    """V of each step's next observation: where the episode goes on, the next step's
+    stored value (the same observation from the same state)."""
+    trainer = small(tmp_path, envs=4, steps=40)
+    agent = trainer.agent
+    rollout = trainer.collector.rollout()
+    with torch.no_grad():
+        nxt = agent.next_values(rollout)
+    done = rollout.get(("next", "done")).reshape(rollout.shape)
+    value = rollout.get(VALUE)
+    goes_on = ~done[:-1]
+    torch.testing.assert_close(nxt[:-1][goes_on], value[1:][goes_on])
+    # after the last step: V(obs acted on next) from the training state
+    torch.testing.assert_close(nxt[-1][~done[-1]], agent.value(trainer.collector.obs)[~done[-1]])
+
+
+def test_evaluation_runs_its_own_state_and_leaves_the_training_state(tmp_path):
+    trainer = small(tmp_path)
+    trainer.iteration()
+    training = trainer.agent.core.state.clone()
+    assert training.abs().max() > 0
+    first = evaluate_protocol(trainer.eval_env, trainer.agent.policy)
+    torch.testing.assert_close(trainer.agent.core.state, training)
+    core = trainer.agent.core
+    assert core.eval_state.shape == (2, 16)
+    # each evaluation starts from zeros: the same copies play the same episodes
+    state = trainer.eval_env.env_state_dict()
+    again = evaluate_protocol(trainer.eval_env, trainer.agent.policy)
+    core.eval_state.fill_(5.0)  # whatever an earlier greedy call left
+    trainer.eval_env.load_env_state_dict(state)
+    assert evaluate_protocol(trainer.eval_env, trainer.agent.policy) == again
+    assert first.keys() == again.keys()
+    core.eval_state.fill_(5.0)
+    trainer.agent.policy.start_evaluation()
+    assert core.eval_state.abs().max() == 0
+
+
+def test_play_episodes_marks_episode_starts():
+    from gpurl.envs.cartpole import CartPoleEnv
+
+    env = CartPoleEnv(num_envs=3)
+    seen = []
+
+    def policy(obs):
+        seen.append(obs.get("is_init").clone())
+        return obs.set("action", torch.zeros(3, dtype=torch.long))
+
+    env.play_episodes(policy, max_steps=30)
+    assert seen[0].shape == (3, 1) and seen[0].all()
+    assert not seen[1].any()
+    assert any(s.any() for s in seen[2:])  # pushing left ends CartPole within 30 steps
+
+
+# -- the hot path ------------------------------------------------------------------------
+HOT_PATH_CASES = {
+    "ppo_lstm": ["agent.recurrent=lstm"],
+    "ppo_gru": ["agent.recurrent=gru"],
+    "a2c_lstm": ["agent=a2c", "agent.recurrent=lstm"],
+    # V(last_obs) from the training state instead of the stored states' batched steps
+    "ppo_gru_no_next_obs": ["agent.recurrent=gru", "agent.bootstrap_truncated=false"],
+    "ppo_lstm_pendulum": ["agent.recurrent=lstm"],
+}
+
+
+@pytest.mark.parametrize("case", HOT_PATH_CASES)
+def test_recurrent_iterations_read_nothing_on_the_host(tmp_path, case):
+    env = "pendulum" if "pendulum" in case else "cartpole"
+    trainer = small(tmp_path, *HOT_PATH_CASES[case], env=env)
+    trainer.iteration()  # warm-up: buffers are allocated
+    before = trainer.progress.update_count
+    with count_host_reads() as reads:
+        for _ in range(2):
+            trainer.iteration()
+    assert trainer.progress.update_count == before + 2 * trainer.epochs * trainer.minibatches
+    assert reads.count == 0, reads.report()
+
+
+def test_recurrent_null_builds_ppo_as_before(tmp_path):
+    plain = small(tmp_path / "a", "agent.recurrent=null")
+    default = load_config(["env=cartpole", "agent=ppo"])
+    assert default.agent.recurrent is None and default.agent.recurrent_hidden == 128
+    agent = plain.agent
+    assert agent.core is None and agent.policy.core is None and not agent.recurrent
+    assert sorted(agent.modules()) == ["actor", "critic"]  # no shared encoder, no core
+    assert not any(isinstance(m, torch.nn.RNNBase) for m in agent.actor.modules())
+    assert agent.policy.out_keys == ["action", LOG_PROB, VALUE]
+    assert not agent.policy.stateful and agent.acting_state() == {}
+    rollout = plain.collector.rollout()
+    assert sorted(rollout.keys()) == ["action", "next", "observation", LOG_PROB, VALUE]
+    targets = agent.compute_targets(rollout, plain.collector.obs)
+    assert sorted(targets.keys()) == ["advantage", "value_target"]
+
+
+# -- what is refused ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer.num_seeds=2"], "one seed per process"),
+        (["compile.policy=true"], "compile.cudagraphs=false and compile.policy=false"),
+        (["agent.minibatches=8"], "does not divide env.num_envs=4"),
+        (["env.max_episode_steps=20"], "single-agent envs"),
+    ],
+    ids=["num_seeds", "compile_policy", "minibatches", "multi_robot"],
+)
+def test_what_recurrent_agents_refuse_in_one_line(tmp_path, overrides, message):
+    env = "marinenav" if "single" in message else "cartpole"
+    with pytest.raises(ConfigError, match=message) as err:
+        small(tmp_path, *overrides, env=env)
+    assert "\n" not in str(err.value)
+
+
+def test_cuda_graphs_are_refused_in_one_line(tmp_path):
+    trainer = small(tmp_path)
+    cfg = load_config(["env=cartpole", "agent=ppo", "agent.recurrent=gru"]).agent
+    with pytest.raises(ConfigError, match="compile.cudagraphs=false") as err:
+        PPOAgent(cfg, trainer.info, trainer.progress, CompileSpec(cudagraphs=True))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("agent", ["dqn", "pqn", "sac"])
+def test_agents_without_a_recurrent_core_have_no_such_key(agent, tmp_path, monkeypatch, capsys):
+    argv = [f"agent={agent}", "agent.recurrent=lstm"]
+    code, lines, run_dir = run_cli(argv, tmp_path, monkeypatch, capsys)
+    assert_refused(code, lines, run_dir, "unknown config key 'agent.recurrent'", tmp_path)
+
+
+def test_the_core_refuses_unknown_kinds():
+    with pytest.raises(ConfigError, match="agent.recurrent=rnn is unknown"):
+        RecurrentCore("rnn", 3, 4, (2,))
+
+
+def test_a_recurrent_state_is_not_shared_with_other_batches_while_exploring():
+    core = RecurrentCore("gru", 3, 4, (2,))
+    with pytest.raises(ConfigError, match="sized for the training envs"):
+        core.act(torch.zeros(5, 3), training=True)
+    out, began = core.act(torch.zeros(5, 3), training=False)  # greedy: its own state
+    assert out.shape == (5, 4) and began.abs().max() == 0
+    assert core.state.abs().max() == 0
+
+
+def test_a_batch_of_sequences_from_the_trainer_loop(tmp_path):
+    """The trainer deals the envs of a permutation to the minibatches: each minibatch
+    [T, envs / minibatches], every env once per epoch."""
+    trainer = small(tmp_path, envs=4, steps=8)
+    seen = []
+    learn = trainer.agent.learn_step
+
+    def spy(batch):
+        seen.append(batch.get(RECURRENT_STATE)[0].clone())
+        assert batch.batch_size == (8, 2)
+        return learn(batch)
+
+    trainer.agent.learn_step = spy
+    rollout_states = []
+    collect = trainer.collector.rollout
+
+    def keep():
+        out = collect()
+        rollout_states.append(out.get(RECURRENT_STATE)[0].clone())
+        return out
+
+    trainer.collector.rollout = keep
+    trainer.iteration()
+    trainer.iteration()
+    assert len(seen) == 2 * trainer.epochs * trainer.minibatches
+    for i, starts in enumerate(rollout_states):
+        for epoch in range(trainer.epochs):
+            k = (i * trainer.epochs + epoch) * trainer.minibatches
+            dealt = torch.cat(seen[k : k + trainer.minibatches])
+            # every env's first state once per epoch, in some order
+            assert sorted(map(tuple, dealt.tolist())) == sorted(map(tuple, starts.tolist()))
+
+
+# -- a finished run ----------------------------------------------------------------------
+def test_a_recurrent_run_loads_at_any_batch_and_refuses_export(tmp_path):
+    """The acting state stays out of the module checkpoints: the policy loads with one
+    env (the run trained with 4) and acts greedily from its own state; export, which
+    traces stateless programs, says so in one line."""
+    from gpurl.trained import TrainedPolicy, export
+
+    from .conftest import train_run_dir
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    train_run_dir(
+        run_dir,
+        [
+            "env=cartpole",
+            "agent=ppo",
+            "agent.recurrent=gru",
+            "agent.recurrent_hidden=8",
+            "agent.hidden=[16]",
+            "env.num_envs=4",
+            "env.eval_envs=2",
+            "trainer.rollout_steps=8",
+            "trainer.total_frames=64",
+            "trainer.eval_interval=64",
+            "logger=none",
+            "trainer.progress=false",
+        ],
+    )
+    policy = TrainedPolicy(run_dir)
+    assert policy(torch.randn(5, 4)).shape == (5,)
+    assert policy.policy.core.eval_state.shape == (5, 8)
+    with pytest.raises(ConfigError, match="is recurrent") as err:
+        export(policy, tmp_path / "policy.pt2", observations=8)
+    assert "\n" not in str(err.value) and not (tmp_path / "policy.pt2").exists()
+
+
+def test_foreign_envs_run_through_the_lean_collector_and_torchrl_s_is_refused(tmp_path):
+    """The hidden state resets through the lean collector's episode_end: a Gymnasium env
+    through the lean adapter trains and evaluates; TorchRL's collector is refused."""
+    trainer = small(tmp_path / "lean", "env.collector=lean", env="gym", envs=2)
+    trainer.iteration()
+    assert trainer.collector.buffer.get(RECURRENT_STATE).shape == (8, 2, 16)
+    assert "return" in evaluate_protocol(trainer.eval_env, trainer.agent.policy)
+    with pytest.raises(ConfigError, match="lean collector") as err:
+        small(tmp_path / "torchrl", "env.collector=torchrl", env="gym", envs=2)
+    assert "\n" not in str(err.value)
