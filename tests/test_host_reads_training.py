@@ -78,6 +78,18 @@ ON_POLICY_CASES = {
     "pqn_3_seeds": ["env=cartpole", "agent=pqn", "trainer.num_seeds=3"],
     "ppo_3_seeds": ["env=cartpole", "agent=ppo", "trainer.num_seeds=3"],
     "pqn_truncation_as_end": ["env=cartpole", "agent=pqn", "agent.bootstrap_truncated=false"],
+    # recurrent PPO and A2C: the hidden state written, reset and replayed on the device
+    "ppo_lstm": ["env=cartpole", "agent=ppo", "agent.recurrent=lstm"],
+    "ppo_gru": ["env=cartpole", "agent=ppo", "agent.recurrent=gru"],
+    "a2c_lstm": ["env=cartpole", "agent=a2c", "agent.recurrent=lstm"],
+    # V(last_obs) from the training state instead of the stored states' batched steps
+    "ppo_gru_truncation_as_end": [
+        "env=cartpole",
+        "agent=ppo",
+        "agent.recurrent=gru",
+        "agent.bootstrap_truncated=false",
+    ],
+    "ppo_lstm_pendulum": ["env=pendulum", "agent=ppo", "agent.recurrent=lstm"],
     "pqn_pixels": ["env=pixels", "agent=pqn"],
     # the pixel presets (tile CNN, small worlds, info_mode=stats) as they train
     "pixels_ppo": ["experiment=pixels_ppo"],

@@ -13,7 +13,6 @@ from gpurl.policies import LOG_PROB, VALUE
 from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
 from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import evaluate_protocol
-from gpurl.utils.host_reads import count_host_reads
 
 from .test_bad_input import assert_refused, run_cli
 
@@ -196,27 +195,7 @@ def test_play_episodes_marks_episode_starts():
 
 
 # -- the hot path ------------------------------------------------------------------------
-HOT_PATH_CASES = {
-    "ppo_lstm": ["agent.recurrent=lstm"],
-    "ppo_gru": ["agent.recurrent=gru"],
-    "a2c_lstm": ["agent=a2c", "agent.recurrent=lstm"],
-    # V(last_obs) from the training state instead of the stored states' batched steps
-    "ppo_gru_no_next_obs": ["agent.recurrent=gru", "agent.bootstrap_truncated=false"],
-    "ppo_lstm_pendulum": ["agent.recurrent=lstm"],
-}
-
-
-@pytest.mark.parametrize("case", HOT_PATH_CASES)
-def test_recurrent_iterations_read_nothing_on_the_host(tmp_path, case):
-    env = "pendulum" if "pendulum" in case else "cartpole"
-    trainer = small(tmp_path, *HOT_PATH_CASES[case], env=env)
-    trainer.iteration()  # warm-up: buffers are allocated
-    before = trainer.progress.update_count
-    with count_host_reads() as reads:
-        for _ in range(2):
-            trainer.iteration()
-    assert trainer.progress.update_count == before + 2 * trainer.epochs * trainer.minibatches
-    assert reads.count == 0, reads.report()
+# the host-read audit of recurrent iterations: tests/test_host_reads_training.py
 
 
 def test_recurrent_null_builds_ppo_as_before(tmp_path):

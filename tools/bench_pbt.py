@@ -270,11 +270,7 @@ def main(argv=None) -> None:
             "commit": gpurl_commit(),
             **environment_record("cpu"),
         }
-        emit(record)
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            with args.out.open("a") as f:
-                f.write(json.dumps(record) + "\n")
+        emit(record, args.out)
 
 
 if __name__ == "__main__":

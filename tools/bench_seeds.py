@@ -155,11 +155,7 @@ def main() -> None:
             for mode in a.modes:  # modes interleaved per N: a shared machine disturbs them alike
                 record = measure(preset, n, mode, a.cores, a.set, a.first_seed)
                 record = {**record, **env, "bench_commit": commit}
-                emit(record)
-                if a.out:
-                    a.out.parent.mkdir(parents=True, exist_ok=True)
-                    with a.out.open("a") as f:
-                        f.write(json.dumps(record) + "\n")
+                emit(record, a.out)
 
 
 if __name__ == "__main__":

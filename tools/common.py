@@ -9,9 +9,14 @@ from pathlib import Path
 from gpurl.utils.provenance import environment_record, gpurl_commit  # noqa: F401
 
 
-def emit(record: dict) -> None:
+def emit(record: dict, out: Path | None = None) -> None:
+    """Print the record as one JSON line; with `out`, append it to that JSONL file too."""
     print(json.dumps(record), flush=True)
     sys.stdout.flush()
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 def trained_policy(path, device="cpu"):
