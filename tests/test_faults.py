@@ -306,7 +306,7 @@ CLI = [
 
 def counters(path):
     saved = torch.load(path, weights_only=True)
-    progress = {k: int(v) for k, v in saved["progress"].items()}
+    progress = {k: int(v) for k, v in saved["progress"].items() if k != "runs"}
     return saved, progress
 
 
@@ -333,7 +333,7 @@ def test_kill_9_then_resume_continues_the_counters(tmp_path):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     saved, used = read_checkpoint(run_dir, "cpu")  # verified, prev.pt if last.pt was cut
-    progress = {k: int(v) for k, v in saved["progress"].items()}
+    progress = {k: int(v) for k, v in saved["progress"].items() if k != "runs"}
     frames = saved["frames"]
     assert frames >= 128 and frames % 64 == 0 and progress["frames"] == frames
     assert progress["updates"] > 0 and progress["episodes"] > 0
