@@ -75,6 +75,16 @@ class Root(Schema):
             "wait on the second thread).",
         ),
     )
+    flush_denormal: bool = key(
+        True,
+        "CPU: flush denormal floats to zero (torch.set_flush_denormal)",
+        note=(
+            "Adam's first moment of a unit whose gradient stays zero decays by 0.9 a step",
+            "into the denormal range, where x86 arithmetic is tens of times slower: with",
+            "it on, a DQN update on Acrobot takes about 1.4 ms instead of 2.2 ms. Values",
+            "below 1.2e-38 become 0; false keeps IEEE gradual underflow.",
+        ),
+    )
 
 
 @dataclass

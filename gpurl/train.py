@@ -99,6 +99,8 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
+    # process-wide, as threads: a no-op where the CPU cannot flush (not x86) or on CUDA
+    torch.set_flush_denormal(bool(cfg.get("flush_denormal", True)))
     runs = make_runs(cfg, world)
     # N runs step N x env.num_envs envs as one batch, run k owning the k-th slice
     num_envs = int(cfg.env.get("num_envs", 1)) * runs.n if runs.many else None

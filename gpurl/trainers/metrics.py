@@ -15,8 +15,10 @@ class EpisodeTracker:
 
     def __init__(self, num_envs: int, device, runs: int = 1):
         self.runs = int(runs)
-        self.running = torch.zeros(num_envs, device=device)
-        self.length = torch.zeros(num_envs, device=device)
+        # each env's running return and length side by side, so that a step is one add
+        # and one masked reset for both (running and length are views of it)
+        self.acc = torch.zeros(num_envs, 2, device=device)
+        self.running, self.length = self.acc[:, 0], self.acc[:, 1]
         # per run: episodes, sum of returns, sum of lengths
         self.finished = torch.zeros(self.runs, 3, device=device)
 
@@ -25,15 +27,15 @@ class EpisodeTracker:
         Reads the root reward and done (a multi-robot env's root reward is its robots')."""
         shape = batch.shape[:2]
         reward = batch["next", "reward"].reshape(*shape, -1).sum(-1)
-        done = batch["next", "done"].reshape(*shape, -1).any(-1)
+        done = batch["next", "done"].reshape(*shape, -1).any(-1).float().unsqueeze(-1)
+        step = torch.stack((reward, torch.ones_like(reward)), -1)  # [T, E, 2]
+        acc, finished = self.acc, self.finished
         for t in range(shape[0]):
-            self.running += reward[t]
-            self.length += 1
-            d = done[t].float()
-            per_run = torch.stack((d, self.running * d, self.length * d), -1)
-            self.finished += per_run.reshape(self.runs, -1, 3).sum(1)
-            self.running *= 1 - d
-            self.length *= 1 - d
+            acc += step[t]
+            d = done[t]
+            ended = torch.cat((d, acc * d), -1)  # [E, 3]: ended, its return, its length
+            finished += ended.reshape(self.runs, -1, 3).sum(1)
+            acc *= 1 - d
 
     def read(self) -> dict | None:
         """Mean return and length of the episodes finished since the last read, over all

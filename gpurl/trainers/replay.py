@@ -39,6 +39,7 @@ import torch
 from tensordict import TensorDict
 
 from gpurl.core.keys import as_tuple, normalize
+from gpurl.core.private import unchecked_tensordict
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
 from gpurl.core.returns import nstep_returns
@@ -206,24 +207,20 @@ class DeviceReplay:
             # losses divide by all N runs' valid rows (core/replay.weighted_mean): weigh
             # each run's rows so that this is the mean of the runs' own means
             weight = balance_runs(valid, self.runs)
-        out = {k[1:]: self._restore(k[1:], d[k][row, stream]) for k in d if k[0] == "obs"}
-        batch = TensorDict(
-            {normalize(k): v for k, v in out.items()}, batch_size=[n], device=self.device
-        )
-        batch.set("action", d["action"][row, stream])
-        batch.set("reward", ret)
-        batch.set("discount", discount)
-        batch.set("weight", weight * valid)
-        batch.set("valid", valid)
-        batch.set("index", index)
+        entries = {k[1:]: self._restore(k[1:], d[k][row, stream]) for k in d if k[0] == "obs"}
+        entries[("action",)] = d["action"][row, stream]
+        entries[("reward",)] = ret
+        entries[("discount",)] = discount
+        entries[("weight",)] = weight * valid
+        entries[("valid",)] = valid
+        entries[("index",)] = index
         if spec.next_obs:
-            nxt = {
-                normalize(k[1:]): self._restore(k[1:], d[k][last, stream])
-                for k in d
-                if k[0] == "next"
-            }
-            batch.set("next", TensorDict(nxt, batch_size=[n], device=self.device))
-        return batch
+            for k in d:
+                if k[0] == "next":
+                    entries[k] = self._restore(k[1:], d[k][last, stream])
+        # every entry is [n] on the replay's device by construction: the checked
+        # constructor's per-entry validation was a third of a small sample's time
+        return unchecked_tensordict(nested(entries), torch.Size([n]), self.device)
 
     def update_priorities(self, index: torch.Tensor, priority: torch.Tensor) -> None:
         """New priorities |delta| for sampled indices; stored as (p + eps)^alpha."""
@@ -260,3 +257,15 @@ def _per_sample(gamma, rows_per_run: int):
     if isinstance(gamma, torch.Tensor):
         return gamma.repeat_interleave(rows_per_run)
     return gamma
+
+
+def nested(entries: dict) -> dict:
+    """{("next", "agents", "obs"): x} -> {"next": {"agents": {"obs": x}}}."""
+    out: dict = {}
+    for key, value in entries.items():
+        *path, name = key
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[name] = value
+    return out
