@@ -5,6 +5,8 @@
     python tools/bench_peers.py solve --task cartpole --seeds 0 1 2 3 4
     python tools/bench_peers.py solve --task pendulum --impls gpurl:sac_pendulum sb3:sac
     python tools/bench_peers.py solve --task acrobot --seeds 0 1 2 3 4
+    python tools/bench_peers.py solve --task pendulum --impls gpurl:pendulum_sac_zoo sb3:sac
+    python tools/bench_peers.py solve --task lunarlander --seeds 0 1 2 3 4
     python tools/bench_peers.py atari --frames 20480 --seeds 0
 
 Cases:
@@ -19,13 +21,16 @@ vmas   VMAS navigation against BenchMARL 1.5.2 (TorchRL + Hydra MARL). Each Benc
        BenchMARL requires and its MLP models never import) cannot load against the CPU
        torch, a stub module stands first on that script's path; the record says so.
 solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 475,
-       Pendulum >= -200 and Acrobot >= -100. SB3 runs the RL Zoo's tuned hyperparameters
-       (ZOO, below); gpurl runs its presets. On Acrobot gpurl's acrobot_dqn_zoo preset
-       does the zoo's work (the same batch, network, update ratio, targets and
-       exploration): without --stop-at-threshold the run is an equal-work comparison,
-       its training frames/s side by side. Both evaluate every --eval-interval frames on 10 greedy
-       episodes; the record keeps the frames and the training time (the wall time less
-       evaluations) at the first evaluation reaching the threshold. With
+       Pendulum >= -200, Acrobot >= -100 and LunarLander >= 200. SB3 runs the RL Zoo's
+       tuned hyperparameters (ZOO, below); gpurl runs its presets. Three presets do the
+       zoo's work on Gymnasium's env (the same batch, network, update ratio, targets and
+       exploration): acrobot_dqn_zoo, lunarlander_dqn_zoo and pendulum_sac_zoo; beside
+       SB3 without --stop-at-threshold the run is an equal-work comparison, its
+       training frames/s side by side. Each side runs with its library's defaults:
+       gpurl flushes denormal floats to zero (flush_denormal), SB3 keeps torch's
+       IEEE default unless --sb3-flush-denormal. Both evaluate every --eval-interval
+       frames on 10 greedy episodes; the record keeps the frames and the training time
+       (the wall time less evaluations) at the first evaluation reaching the threshold. With
        --stop-at-threshold both sides end there (gpurl: trainer.stop_at_return).
 atari  Breakout through envpool: gpurl's atari_breakout_ppo and atari_breakout_pqn at
        --frames, beside the published figures of CleanRL's ppo_atari_envpool and of
@@ -49,6 +54,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -74,6 +81,7 @@ TASKS = {
     "cartpole": {"threshold": 475.0, "gym_id": "CartPole-v1", "eval_interval": 2500},
     "pendulum": {"threshold": -200.0, "gym_id": "Pendulum-v1", "eval_interval": 2000},
     "acrobot": {"threshold": -100.0, "gym_id": "Acrobot-v1", "eval_interval": 5000},
+    "lunarlander": {"threshold": 200.0, "gym_id": "LunarLander-v3", "eval_interval": 5000},
 }
 SOLVE_IMPLS = {
     "cartpole": [
@@ -83,12 +91,20 @@ SOLVE_IMPLS = {
         "sb3:dqn",
         "sb3:ppo",
     ],
-    "pendulum": ["gpurl:sac_pendulum", "gpurl:td3_pendulum", "sb3:sac", "sb3:td3"],
+    "pendulum": [
+        "gpurl:sac_pendulum",
+        "gpurl:pendulum_sac_zoo",
+        "gpurl:td3_pendulum",
+        "sb3:sac",
+        "sb3:td3",
+    ],
     "acrobot": ["gpurl:acrobot_dqn_zoo", "sb3:dqn"],
+    "lunarlander": ["gpurl:lunarlander_dqn_zoo", "sb3:dqn"],
 }
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, commit 22e3ff2): hyperparams/dqn.yml, ppo.yml,
-# sac.yml and td3.yml, the CartPole-v1 and Pendulum-v1 entries, as SB3 arguments.
+# sac.yml and td3.yml, the CartPole-v1, Pendulum-v1, Acrobot-v1 and LunarLander-v3
+# entries, as SB3 arguments.
 # "lin_x" in the zoo is a schedule falling linearly from x to 0 (SB3's progress_remaining).
 ZOO = {
     ("cartpole", "dqn"): {
@@ -123,6 +139,23 @@ ZOO = {
         ),
     },
     ("acrobot", "dqn"): {  # gpurl's acrobot_dqn_zoo preset does the same work
+        "n_timesteps": 100_000,
+        "n_envs": 1,
+        "kwargs": dict(
+            learning_rate=6.3e-4,
+            batch_size=128,
+            buffer_size=50_000,
+            learning_starts=0,
+            gamma=0.99,
+            target_update_interval=250,
+            train_freq=4,
+            gradient_steps=-1,
+            exploration_fraction=0.12,
+            exploration_final_eps=0.1,
+            policy_kwargs=dict(net_arch=[256, 256]),
+        ),
+    },
+    ("lunarlander", "dqn"): {  # the zoo's LunarLander-v3 entry is its Acrobot-v1 one
         "n_timesteps": 100_000,
         "n_envs": 1,
         "kwargs": dict(
@@ -176,6 +209,8 @@ def run_gpurl(preset: str, seed: int, overrides: list[str], run_dir: Path) -> di
         raise RuntimeError(f"gpurl {preset} seed {seed} failed: {tail}")
     summary = json.loads((run_dir / "summary.json").read_text())
     summary["process_s"] = round(time.perf_counter() - started, 2)
+    saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    summary["flush_denormal"] = bool(saved.get("flush_denormal", False))
     return summary
 
 
@@ -212,6 +247,7 @@ def gpurl_record(summary: dict, threshold: float | None) -> dict:
         "threshold": threshold,
         **first_reaching(history, threshold),
         "versions": {k: summary[k] for k in ("torch", "torchrl", "tensordict")},
+        "flush_denormal": summary.get("flush_denormal"),
     }
 
 
@@ -497,7 +533,11 @@ def case_vmas(args) -> list[dict]:
 
 
 # -- Stable-Baselines3 ---------------------------------------------------------------------
-def run_sb3(task: str, algo: str, seed: int, eval_interval: int, stop: bool) -> dict:
+def run_sb3(
+    task: str, algo: str, seed: int, eval_interval: int, stop: bool, flush_denormal: bool = False
+) -> dict:
+    import torch
+
     try:
         import gymnasium as gym
         import stable_baselines3 as sb3
@@ -525,6 +565,7 @@ def run_sb3(task: str, algo: str, seed: int, eval_interval: int, stop: bool) -> 
         sigma = kwargs.pop("noise_std") * np.ones(n)
         kwargs["action_noise"] = NormalActionNoise(mean=np.zeros(n), sigma=sigma)
     model_class = {"dqn": sb3.DQN, "ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[algo]
+    torch.set_flush_denormal(flush_denormal)  # this process's: set for each run
     model = model_class("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     eval_env = Monitor(gym.make(gym_id))
     eval_env.reset(seed=seed + 10_000)  # gpurl's evaluation envs: seed + 10,000
@@ -576,6 +617,7 @@ def run_sb3(task: str, algo: str, seed: int, eval_interval: int, stop: bool) -> 
         **first_reaching(history, threshold),
         "versions": {"stable-baselines3": sb3.__version__, "gymnasium": gym.__version__},
         "zoo": {"n_timesteps": zoo["n_timesteps"], "n_envs": zoo["n_envs"], **zoo["kwargs"]},
+        "flush_denormal": flush_denormal,
     }
 
 
@@ -610,7 +652,12 @@ def case_solve(args) -> list[dict]:
                     }
                 else:
                     record = run_sb3(
-                        args.task, name, seed, common["eval_interval"], args.stop_at_threshold
+                        args.task,
+                        name,
+                        seed,
+                        common["eval_interval"],
+                        args.stop_at_threshold,
+                        args.sb3_flush_denormal,
                     )
             except Skip as err:
                 print(f"skip {impl}: {err}", flush=True)
@@ -673,6 +720,11 @@ def main(argv=None) -> int:
     p.add_argument("--task", choices=sorted(TASKS), default="cartpole")
     p.add_argument("--impls", nargs="+", help="solve: gpurl:PRESET or sb3:ALGO")
     p.add_argument("--eval-interval", type=int, default=0, help="solve: 0 = the task's")
+    p.add_argument(
+        "--sb3-flush-denormal",
+        action="store_true",
+        help="solve: SB3 flushes denormals to zero too (torch.set_flush_denormal), as gpurl does",
+    )
     p.add_argument(
         "--stop-at-threshold",
         action="store_true",

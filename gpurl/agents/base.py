@@ -136,7 +136,9 @@ def clip_and_step(optimizer: torch.optim.Optimizer, loss, max_norm: float | None
             optimizer.backward_and_step(loss, max_norm)
             return
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        # only the stepped parameters' gradients: an actor's loss runs through the
+        # critics, whose weight gradients it would otherwise compute and throw away
+        loss.backward(inputs=params)
         average_gradients(params)
         if max_norm:
             torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)

@@ -289,7 +289,9 @@ class RunAdam(torch.optim.Optimizer):
         """Backward of the mean-over-all-rows `loss` as the sum of the runs' own means
         (each run's gradient its own), clip each run's gradient, step."""
         self.zero_grad(set_to_none=True)
-        (loss * self.runs).backward()
+        # only the stepped parameters' gradients (agents/base.clip_and_step says why)
+        params = [p for group in self.param_groups for p in group["params"]]
+        (loss * self.runs).backward(inputs=params)
         self.step(max_norm)
 
     @torch.no_grad()
