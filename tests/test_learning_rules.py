@@ -261,3 +261,46 @@ def test_dqn_hard_target_copies_every_interval_updates(tmp_path):
             )
         )
     assert copied == [False, False, True, False, False, True]
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+def test_a_step_computes_only_its_own_parameters_gradients(runs):
+    """An actor's loss runs through the critic: clip_and_step backpropagates into the
+    actor's parameters only (the critic's gradients stay unset), and the actor's step is
+    the one a full backward gives. runs=2: RunAdam, each run's [2, ...] slice its own."""
+    from gpurl.agents.base import clip_and_step, make_optimizer
+    from gpurl.core.runs import Runs
+
+    x = torch.randn(8, 3)
+    steps = []
+    for only_own in (True, False):
+        torch.manual_seed(0)
+        actor, critic = nn.Linear(3, 2), nn.Linear(2, 1)
+        opt = make_optimizer(actor.parameters(), 1e-2, Runs(n=runs))
+        loss = -critic(torch.tanh(actor(x))).mean()
+        if only_own:
+            clip_and_step(opt, loss, 1.0)
+            assert all(p.grad is None for p in critic.parameters())
+        else:  # the same step from a full backward
+            opt.zero_grad(set_to_none=True)
+            (loss * runs).backward()
+            assert all(p.grad is not None for p in critic.parameters())
+            if runs > 1:
+                opt.step(1.0)
+            else:
+                nn.utils.clip_grad_norm_(list(actor.parameters()), 1.0)
+                opt.step()
+        steps.append([p.detach().clone() for p in actor.parameters()])
+    for own, full in zip(*steps, strict=True):
+        torch.testing.assert_close(own, full, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_flush_denormal_sets_how_the_process_rounds_tiny_floats(tmp_path, flush):
+    tiny = torch.finfo(torch.float32).tiny
+    try:
+        build(load_config([f"flush_denormal={str(flush).lower()}"]), tmp_path)
+        underflow = (torch.tensor(tiny) / 4).item()
+        assert (underflow == 0.0) == flush  # flushed to zero, or kept as a denormal
+    finally:
+        torch.set_flush_denormal(False)

@@ -4,6 +4,7 @@
     python tools/bench_hotpath.py --cases dqn_acrobot sac_pendulum --num-envs 1
     python tools/bench_hotpath.py --max-ratio 1.15        # exit 1 if learn/bare exceeds it
     python tools/bench_hotpath.py --env-steps             # a Gymnasium env's step alone
+    python tools/bench_hotpath.py --denormals --cases dqn_acrobot sac_gympendulum --num-envs 1
 
 For each case (an agent on an env, at each --num-envs) it builds the trainer as
 `python -m gpurl.train` does, fills its replay (off-policy) or runs a rollout
@@ -25,6 +26,12 @@ the machine, versions, commit and thread count.
 
 The cases: DQN, IQN, PQN and PPO on native CartPole and on Gymnasium's Acrobot-v1; SAC,
 TD3, DDPG and PPO on native Pendulum and on Gymnasium's Pendulum-v1.
+
+`--denormals` times a training iteration with denormal floats kept (torch's IEEE
+default) and flushed to zero (gpurl's `flush_denormal`, on by default), on two trainers
+trained alike for --warmup-updates first: Adam's first moment of a unit whose gradient
+stays zero decays by 0.9 a step into the denormal range, where x86 arithmetic is many
+times slower. The record gives both times and the share of denormal optimizer moments.
 
 `--env-steps` times a Gymnasium env's step instead, for Acrobot-v1 and Pendulum-v1 at
 each --num-envs, interleaved: gpurl's lean step (envs/gym.LeanGymEnv: the vector env
@@ -428,6 +435,69 @@ def env_step_record(env_id: str, num_envs: int, args) -> dict:
     }
 
 
+def denormal_fraction(trainer) -> float:
+    """The share of the agent's optimizer moments (Adam's exp_avg and exp_avg_sq) that
+    are nonzero and below float32's smallest normal number."""
+    tiny, count, total = torch.finfo(torch.float32).tiny, 0, 0
+    for optimizer in trainer.agent.optimizers().values():
+        for state in optimizer.state.values():
+            for key in ("exp_avg", "exp_avg_sq"):
+                x = state.get(key)
+                if x is not None:
+                    count += int(((x != 0) & (x.abs() < tiny)).sum())
+                    total += x.numel()
+    return count / max(total, 1)
+
+
+def denormal_record(name: str, overrides: list[str], num_envs: int, args, device) -> dict:
+    """A training iteration's ms per update with denormal floats kept (IEEE gradual
+    underflow, torch's default) and flushed to zero (gpurl's flush_denormal), on two
+    trainers built and trained alike for --warmup-updates first, so that their optimizer
+    moments hold what a run's hold by then. Rounds interleave the two."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        cfg = load_config(
+            [
+                *overrides,
+                f"env.num_envs={num_envs}",
+                f"device={device}",
+                "logger=none",
+                "trainer.progress=false",
+                "env.eval_envs=1",
+                "flush_denormal=false",
+            ]
+        )
+        pair = [build(cfg, Path(run_dir) / side) for side in ("kept", "flushed")]
+        torch.set_flush_denormal(False)
+        for trainer in pair:
+            while trainer.progress.update_count < args.warmup_updates:
+                trainer.iteration()
+        fraction = denormal_fraction(pair[0])
+        ms: dict[str, list[float]] = {"kept": [], "flushed": []}
+        for _ in range(args.rounds):
+            for side, trainer, flush in zip(ms, pair, (False, True), strict=True):
+                torch.set_flush_denormal(flush)
+                updates = trainer.progress.update_count
+                seconds = timed(trainer.iteration, args.updates)
+                ms[side].append(seconds / max(1, trainer.progress.update_count - updates) * 1e3)
+        torch.set_flush_denormal(False)
+    kept, flushed = (statistics.median(ms[k]) for k in ("kept", "flushed"))
+    return {
+        "tool": "bench_hotpath",
+        "case": f"denormals_{name}",
+        "agent": cfg.agent.name,
+        "env": cfg.env.name if cfg.env.name != "gym" else f"gym:{cfg.env.id}",
+        "num_envs": num_envs,
+        "warmup_updates": args.warmup_updates,
+        "denormal_fraction_after_warmup": round(fraction, 4),
+        "iteration_ms_per_update_kept": round(kept, 4),
+        "iteration_ms_per_update_flushed": round(flushed, 4),
+        "kept_over_flushed": round(kept / flushed, 3),
+        "rounds_ms": {k: [round(x, 4) for x in v] for k, v in ms.items()},
+        "commit": gpurl_commit(),
+        **environment_record(torch.device(device)),
+    }
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -440,9 +510,22 @@ def main(argv=None) -> int:
     p.add_argument(
         "--env-steps", action="store_true", help="time Gymnasium env steps (see above) instead"
     )
+    p.add_argument(
+        "--denormals",
+        action="store_true",
+        help="time training iterations with denormals kept and flushed (see above) instead",
+    )
+    p.add_argument(
+        "--warmup-updates", type=int, default=3000, help="--denormals: updates before timing"
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.denormals:
+        for name in args.cases:
+            for num_envs in args.num_envs:
+                emit(denormal_record(name, CASES[name], num_envs, args, args.device))
+        return 0
     if args.env_steps:
         for env_id in ("Acrobot-v1", "Pendulum-v1"):
             for num_envs in args.num_envs:

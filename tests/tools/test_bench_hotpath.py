@@ -71,3 +71,35 @@ def test_env_steps_time_the_three_ways_of_stepping(capsys):
         assert min(r["lean_ms_per_step"], r["torchrl_ms_per_step"], r["gymnasium_ms_per_step"]) > 0
         overhead = r["lean_ms_per_step"] - r["gymnasium_ms_per_step"]
         assert r["lean_overhead_ms"] == pytest.approx(overhead, abs=1e-3)
+
+
+@pytest.mark.slow  # builds two trainers and trains them: about 10 s
+def test_denormals_time_the_same_training_kept_and_flushed(capsys):
+    args = ["--denormals", "--cases", "dqn_cartpole", "--num-envs", "1"]
+    args += ["--warmup-updates", "30", "--updates", "5", "--rounds", "2"]
+    try:
+        assert bench_hotpath.main(args) == 0
+    finally:
+        torch.set_flush_denormal(False)
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    record = json.loads(line)
+    assert record["case"] == "denormals_dqn_cartpole" and record["warmup_updates"] == 30
+    assert 0 <= record["denormal_fraction_after_warmup"] <= 1
+    for side in ("kept", "flushed"):
+        assert len(record["rounds_ms"][side]) == 2 and min(record["rounds_ms"][side]) > 0
+    ratio = record["iteration_ms_per_update_kept"] / record["iteration_ms_per_update_flushed"]
+    assert record["kept_over_flushed"] == pytest.approx(ratio, rel=1e-2)
+
+
+def test_denormal_fraction_counts_tiny_nonzero_moments():
+    """The share the record reports: nonzero moments below float32's smallest normal."""
+    tiny = torch.finfo(torch.float32).tiny
+    torch.set_flush_denormal(False)
+    p = torch.nn.Parameter(torch.zeros(4))
+    opt = torch.optim.Adam([p])
+    opt.state[p] = {
+        "exp_avg": torch.tensor([tiny / 4, 0.0, 1.0, -tiny / 8]),
+        "exp_avg_sq": torch.tensor([0.0, 1.0, 1.0, 1.0]),
+    }
+    trainer = SimpleNamespace(agent=SimpleNamespace(optimizers=lambda: {"optimizer": opt}))
+    assert bench_hotpath.denormal_fraction(trainer) == 2 / 8
