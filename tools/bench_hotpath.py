@@ -97,10 +97,10 @@ def adam(params, lr):
 
 
 def step(optimizer, loss, max_norm):
+    params = [p for g in optimizer.param_groups for p in g["params"]]
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    loss.backward(inputs=params)  # no gradients for what this step leaves (an actor's critics)
     if max_norm:
-        params = [p for g in optimizer.param_groups for p in g["params"]]
         nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
     optimizer.step()
 

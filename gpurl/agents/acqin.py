@@ -33,6 +33,7 @@ from gpurl.agents.base import (
     is_every,
     make_optimizer,
     require_continuous,
+    scalars,
     target_copy,
 )
 from gpurl.agents.config import (
@@ -252,7 +253,7 @@ class ACIQNAgent(OffPolicyAgent):
         clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)
-        metrics = TensorDict(
+        metrics = scalars(
             critic_loss=critic_loss.detach(), actor_loss=actor_loss.detach(), q=z.detach().mean()
         )
         if cfg.prioritized:  # the replay's new priorities: the critic's quantile loss

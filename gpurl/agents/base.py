@@ -49,7 +49,7 @@ from torchrl.data import Bounded
 from gpurl.core.compile import EAGER, CompileSpec, capturable, compile_step
 from gpurl.core.config import plain_keys
 from gpurl.core.distributed import average_gradients
-from gpurl.core.private import foreach_copy_, foreach_lerp_
+from gpurl.core.private import foreach_copy_, foreach_lerp_, unchecked_tensordict
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
 from gpurl.core.runs import ONE_RUN, RunAdam, Runs
@@ -96,6 +96,13 @@ def make_optimizer(
     # fused Adam keeps its step counters as device tensors: no .item() per step (the
     # default foreach Adam reads them on the host) and about 3x faster on small CPU nets.
     return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+
+
+def scalars(**values: Tensor) -> TensorDict:
+    """An update's metrics, device scalars, as a TensorDict with no batch dims; built
+    without the public constructor's per-entry checks, which cost an update of a small
+    network a few percent (core.private.unchecked_tensordict)."""
+    return unchecked_tensordict(values, torch.Size([]), None)
 
 
 def target_copy(net: nn.Module) -> nn.Module:
@@ -307,6 +314,7 @@ class OnPolicyAgent(Agent):
         if isinstance(self.base_lr, Tensor) and not cfg.anneal_lr:
             self.lr = self.base_lr  # per-run values PBT may change in place: read them live
         self.anneal_frames = 0
+        self._annealed_at: int | None = None  # the frame count lr was last annealed at
         self._next_value: Tensor | None = None
         self._targets: TensorDict | None = None
 
@@ -386,9 +394,11 @@ class OnPolicyAgent(Agent):
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         """Anneal the learning rate to the run's frames (a device op), then one
         `learn` step on the minibatch `batch` [N]."""
-        if self.anneal_frames:
+        # once per rollout: the frames, and so the rate, stay put over its minibatches
+        if self.anneal_frames and progress.frame_count != self._annealed_at:
             frac = 1.0 - progress.frames.double() / self.anneal_frames
             self.lr.copy_(frac.clamp(min=0.0) * self.base_lr)
+            self._annealed_at = progress.frame_count
         return self.learn_step(batch)
 
     def learn(self, batch: TensorDict) -> TensorDict:

@@ -13,6 +13,7 @@ from gpurl.agents.base import (
     is_every,
     make_optimizer,
     require_continuous,
+    scalars,
     target_copy,
 )
 from gpurl.agents.config import ContinuousOffPolicyConfig
@@ -122,7 +123,7 @@ class DDPGAgent(OffPolicyAgent):
         elementwise = loss_fn(q, target.expand_as(q), reduction="none").sum(0)
         critic_loss = weighted_mean(elementwise, batch)
         clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
-        metrics = TensorDict(critic_loss=critic_loss.detach(), q=q.detach().mean())
+        metrics = scalars(critic_loss=critic_loss.detach(), q=q.detach().mean())
         if cfg.prioritized:  # the replay's new priorities: the first critic's |TD error|
             metrics.set("priority", (q[0] - target).detach().abs())
         return metrics
@@ -133,4 +134,4 @@ class DDPGAgent(OffPolicyAgent):
         actor_loss = -weighted_mean(self.critic[0](batch, self.actor(batch)), batch)
         clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
         self.targets.polyak(cfg.tau)
-        return TensorDict(actor_loss=actor_loss.detach())
+        return scalars(actor_loss=actor_loss.detach())

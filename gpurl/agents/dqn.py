@@ -23,6 +23,7 @@ from gpurl.agents.base import (
     is_every,
     make_optimizer,
     require_discrete,
+    scalars,
     target_copy,
 )
 from gpurl.agents.config import QLearningConfig
@@ -143,7 +144,7 @@ class DQNAgent(OffPolicyAgent):
         clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)
-        metrics = TensorDict(loss=loss.detach(), q=q.detach().mean())
+        metrics = scalars(loss=loss.detach(), q=q.detach().mean())
         if cfg.prioritized:  # the replay's new priorities: |TD error|
             metrics.set("priority", (q - target).detach().abs())
         return metrics

@@ -44,6 +44,7 @@ from gpurl.agents.base import (
     TargetPairs,
     clip_and_step,
     make_optimizer,
+    scalars,
     target_copy,
 )
 from gpurl.agents.config import AgentConfig, gamma_key, lr_key, max_grad_norm_key
@@ -513,7 +514,7 @@ class HRLDQNAgent(OffPolicyAgent):
         q_m = q_m[:, 0].float()
         loss_m = weighted_mean(F.smooth_l1_loss(q_m, t_m, reduction="none"), batch)
         clip_and_step(self.manager_optimizer, loss_m, self.cfg.max_grad_norm)
-        return TensorDict(
+        return scalars(
             loss_worker=loss_w.detach(),
             loss_manager=loss_m.detach(),
             q_worker=q_w.detach().mean(),

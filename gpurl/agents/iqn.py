@@ -30,6 +30,7 @@ from gpurl.agents.base import (
     is_every,
     make_optimizer,
     require_discrete,
+    scalars,
     target_copy,
 )
 from gpurl.agents.config import QLearningConfig, hidden_key
@@ -214,7 +215,7 @@ class IQNAgent(OffPolicyAgent):
         clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)
-        metrics = TensorDict(loss=loss.detach(), q=z_taken.detach().mean())
+        metrics = scalars(loss=loss.detach(), q=z_taken.detach().mean())
         if cfg.prioritized:  # the replay's new priorities: the quantile loss
             metrics.set("priority", elementwise.detach())
         return metrics

@@ -54,7 +54,7 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
-from gpurl.agents.base import OnPolicyAgent, clip_and_step, make_optimizer
+from gpurl.agents.base import OnPolicyAgent, clip_and_step, make_optimizer, scalars
 from gpurl.agents.config import OnPolicyConfig, encoder_key, hidden_key, max_grad_norm_key
 from gpurl.core.compile import EAGER
 from gpurl.core.config import declare, key
@@ -420,7 +420,7 @@ class PPOAgent(OnPolicyAgent):
         with torch.no_grad():
             approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
             clipped = masked_mean(((ratio - 1).abs() > (self.clip or math.inf)).float(), weight)
-        return TensorDict(
+        return scalars(
             policy_loss=policy_loss.detach(),
             value_loss=value_loss.detach(),
             entropy=entropy.detach(),

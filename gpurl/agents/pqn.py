@@ -34,6 +34,7 @@ from gpurl.agents.base import (
     make_optimizer,
     require_discrete,
     require_single_agent,
+    scalars,
 )
 from gpurl.agents.config import (
     EpsilonGreedyKeys,
@@ -132,4 +133,4 @@ class PQNAgent(OnPolicyAgent):
         else:
             loss = 0.5 * F.mse_loss(q, target)
         clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
-        return TensorDict(loss=loss.detach(), q=q.detach().mean(), lr=self.lr.mean())
+        return scalars(loss=loss.detach(), q=q.detach().mean(), lr=self.lr.mean())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from gpurl.agents.base import clip_and_step
+from gpurl.agents.base import clip_and_step, scalars
 from gpurl.agents.config import QLearningConfig
 from gpurl.agents.dqn import DQNAgent, masked_q
 from gpurl.core.config import declare, key
@@ -157,7 +157,7 @@ class RainbowAgent(DQNAgent):
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)
         q = (log_p.detach().exp() * support).sum(-1)
-        metrics = TensorDict(loss=loss.detach(), q=q.mean())
+        metrics = scalars(loss=loss.detach(), q=q.mean())
         if cfg.prioritized:  # the replay's new priorities: the cross-entropy
             metrics.set("priority", elementwise.detach())
         return metrics

@@ -17,6 +17,7 @@ from gpurl.agents.base import (
     clip_and_step,
     make_optimizer,
     require_continuous,
+    scalars,
     target_copy,
 )
 from gpurl.agents.config import ContinuousOffPolicyConfig, lr_key
@@ -126,7 +127,7 @@ class SACAgent(OffPolicyAgent):
         clip_and_step(self.alpha_optimizer, alpha_loss, None)
 
         self.targets.polyak(cfg.tau)
-        metrics = TensorDict(
+        metrics = scalars(
             critic_loss=critic_loss.detach(),
             actor_loss=actor_loss.detach(),
             alpha=self.log_alpha.detach().exp().mean(),
