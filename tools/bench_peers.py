@@ -30,8 +30,10 @@ solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 
        gpurl flushes denormal floats to zero (flush_denormal), SB3 keeps torch's
        IEEE default unless --sb3-flush-denormal. Both evaluate every --eval-interval
        frames on 10 greedy episodes; the record keeps the frames and the training time
-       (the wall time less evaluations) at the first evaluation reaching the threshold. With
-       --stop-at-threshold both sides end there (gpurl: trainer.stop_at_return).
+       (the wall time less evaluations) at the first evaluation reaching the threshold.
+       With --stop-at-threshold it is a race: both sides end at the threshold (gpurl:
+       trainer.stop_at_return), and gpurl's own presets for the task run (acrobot_dqn,
+       pendulum_sac_gym: more envs, fewer updates per frame, smaller networks).
 atari  Breakout through envpool: gpurl's atari_breakout_ppo and atari_breakout_pqn at
        --frames, beside the published figures of CleanRL's ppo_atari_envpool and of
        PQN (purejaxql), quoted with their source in tools/peers/published.yaml.
@@ -93,12 +95,13 @@ SOLVE_IMPLS = {
     ],
     "pendulum": [
         "gpurl:sac_pendulum",
+        "gpurl:pendulum_sac_gym",
         "gpurl:pendulum_sac_zoo",
         "gpurl:td3_pendulum",
         "sb3:sac",
         "sb3:td3",
     ],
-    "acrobot": ["gpurl:acrobot_dqn_zoo", "sb3:dqn"],
+    "acrobot": ["gpurl:acrobot_dqn", "gpurl:acrobot_dqn_zoo", "sb3:dqn"],
     "lunarlander": ["gpurl:lunarlander_dqn_zoo", "sb3:dqn"],
 }
 
