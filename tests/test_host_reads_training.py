@@ -50,6 +50,28 @@ CASES = {
     "acqin_marinenav": ["env=marinenav_continuous", "agent=acqin", "env.max_episode_steps=20"],
     "rainbow_marinenav": ["env=marinenav", "agent=rainbow", "env.max_episode_steps=20"],
     "sac_marinenav": ["env=marinenav_continuous", "agent=sac", "env.max_episode_steps=20"],
+    # recurrent DQN (R2D2): sequence replay, the hidden state acted, stored and unrolled
+    # (windows of 2 burn-in + 4 trained + 2 look-ahead rows: whole after the warm-up)
+    "dqn_lstm_prioritized_nstep": [
+        "env=cartpole",
+        "agent=dqn",
+        "agent.recurrent=lstm",
+        "agent.sequence_length=4",
+        "agent.burn_in=2",
+        "agent.sequence_overlap=2",
+        "agent.n_step=3",
+        "agent.prioritized=true",
+    ],
+    "dqn_gru_hard_target": [
+        "env=cartpole",
+        "agent=dqn",
+        "agent.recurrent=gru",
+        "agent.sequence_length=4",
+        "agent.burn_in=2",
+        "agent.sequence_overlap=2",
+        "agent.target_update=hard",
+        "agent.target_update_interval=3",
+    ],
     # many seeds in one process (core/runs.py): stacked networks, per-run sampling
     "dqn_3_seeds": ["env=cartpole", "agent=dqn", "trainer.num_seeds=3"],
     "sac_3_seeds_per_seed_lr": [

@@ -146,6 +146,25 @@ EXACT_CASES = {
         "trainer.rollout_steps=16",
         "agent.minibatches=2",
     ],
+    # recurrent DQN: the acting hidden state, the sequence replay and its priorities
+    "dqn_cartpole_lstm_prioritized": [
+        "env=cartpole",
+        "agent=dqn",
+        "agent.recurrent=lstm",
+        "agent.recurrent_hidden=16",
+        "agent.hidden=[32]",
+        "agent.sequence_length=8",
+        "agent.burn_in=4",
+        "agent.sequence_overlap=4",
+        "agent.n_step=3",
+        "agent.prioritized=true",
+        "agent.priority_beta_frames=1000",  # fixed: the halves differ in total_frames
+        "env.num_envs=4",
+        "trainer.frames_per_batch=16",
+        "trainer.utd=0.25",
+        "trainer.batch_size=8",
+        "trainer.init_random_frames=64",
+    ],
     "sac_marinenav": [
         "env=marinenav_continuous",
         "agent=sac",

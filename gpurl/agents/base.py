@@ -16,7 +16,8 @@ its networks, target networks, optimisers and the policy it acts with, and decla
                                 gradient steps with it once, in __init__, and calls them
 
     OffPolicyAgent              trained by trainers/off_policy.py from a replay
-      replay_spec()             what its replay needs (core/replay.ReplaySpec)
+      replay_spec()             what its replay needs (core/replay.ReplaySpec: transitions,
+                                or sequences for a recurrent agent)
       update(...)               may return a "priority" entry [batch] that the trainer
                                 hands back to a prioritized replay
 
@@ -189,6 +190,17 @@ class Agent:
                 "trainer.num_seeds > 1 is not captured in CUDA graphs yet: drop compile.cudagraphs"
             )
 
+    #: acts through a recurrent core and learns from sequences: whole env sequences
+    #: [T, envs] on-policy (trainers/on_policy.py), replayed ones off-policy
+    #: (trainers/sequence_replay.py)
+    recurrent: bool = False
+
+    def acting_state(self) -> dict[str, Tensor]:
+        """The acting policy's state that carries over from one collected batch to the
+        next (a recurrent hidden state [num_envs, ...]): checkpointed by the trainer
+        beside the collector's observation, restored in place."""
+        return {}
+
     # -- state ---------------------------------------------------------------------------
     def modules(self) -> Mapping[str, nn.Module]:
         """Every module whose parameters or buffers a resumed run needs, by name."""
@@ -317,16 +329,6 @@ class OnPolicyAgent(Agent):
         self._annealed_at: int | None = None  # the frame count lr was last annealed at
         self._next_value: Tensor | None = None
         self._targets: TensorDict | None = None
-
-    #: learns from whole env sequences [T, envs] (a recurrent core): the trainer deals
-    #: envs, not steps, to the minibatches (trainers/on_policy.py)
-    recurrent: bool = False
-
-    def acting_state(self) -> dict[str, Tensor]:
-        """The acting policy's state that carries over from one rollout to the next
-        (a recurrent hidden state [num_envs, ...]): checkpointed by the on-policy trainer
-        beside the collector's observation, restored in place."""
-        return {}
 
     def set_horizon(self, total_frames: int) -> None:
         """The run's length in frames (the trainer's total_frames), for annealing."""

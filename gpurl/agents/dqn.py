@@ -8,13 +8,26 @@ exploration from learned noise, resampled at every update, none in greedy evalua
 On a multi-robot env every robot's transition is its own sample (one shared Q-network);
 on an env with an action mask, the target's max (or double-Q argmax) runs over the
 next state's legal actions only.
+
+Recurrent DQN (agent.recurrent=lstm | gru), after R2D2 (Kapturowski et al. 2019): an
+encoder, one recurrent core (policies/recurrent.py) and the Q head on its output. The
+acting policy carries the hidden state per env (zeroed at episode ends, checkpointed by
+the trainer: acting_state) and writes the state each step began with into the replay.
+The replay deals sequences (trainers/sequence_replay.py): the stored state at a
+sequence's first row, `burn_in` steps that only warm the online and target cores up (no
+gradient), `sequence_length` trained steps with n-step double-Q targets, and the n - 1
+look-ahead steps those targets read. A sequence's priority mixes its TD errors as
+eta max + (1 - eta) mean (core/replay.sequence_priority).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
+from torch import Tensor, nn
 
 from gpurl.agents.base import (
     OffPolicyAgent,
@@ -29,15 +42,20 @@ from gpurl.agents.base import (
 from gpurl.agents.config import QLearningConfig
 from gpurl.core.compile import EAGER
 from gpurl.core.config import declare, key
+from gpurl.core.private import unchecked_tensordict
 from gpurl.core.registry import register
-from gpurl.core.replay import weighted_mean
+from gpurl.core.replay import ReplaySpec, SequenceSpec, sequence_priority, weighted_mean
+from gpurl.errors import ConfigError
 from gpurl.policies import (
     PolicyWrapper,
     QNetwork,
+    SharedFeatures,
     make_encoder,
     make_exploration,
     resample_noise,
 )
+from gpurl.policies.networks import FEATURES
+from gpurl.policies.recurrent import RECURRENT_KINDS, RECURRENT_STATE, RecurrentCore
 
 
 def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -68,6 +86,31 @@ class DQNConfig(QLearningConfig):
         True, "Double-Q: the online net picks the next action, the target net values it"
     )
     loss: str = key("huber", "huber | mse", choices=("huber", "mse"))
+    recurrent: str | None = key(
+        None,
+        "null | lstm | gru: one recurrent layer between the encoder and the Q head, trained "
+        "from replayed sequences (R2D2)",
+        choices=RECURRENT_KINDS,
+        note=("recurrent DQN (R2D2): sequence replay, read with agent.recurrent only",),
+    )
+    recurrent_hidden: int = key(128, "the recurrent layer's hidden units", ge=1)
+    sequence_length: int = key(
+        40, "trained steps per replayed sequence (R2D2: 80; halved for small tasks)", ge=1
+    )
+    burn_in: int = key(
+        20,
+        "steps before the trained ones that only warm the stored state up, no gradient (R2D2: 40)",
+        ge=0,
+    )
+    sequence_overlap: int = key(
+        40,
+        "rows shared by adjacent sequences: starts are burn_in + sequence_length - overlap "
+        "apart (R2D2: trained parts overlap by half)",
+        ge=0,
+    )
+    priority_eta: float = key(
+        0.9, "a sequence's priority: eta max |TD| + (1 - eta) mean |TD|", ge=0, le=1
+    )
 
 
 @register("agent", "dqn", DQNConfig)
@@ -80,28 +123,128 @@ class DQNAgent(OffPolicyAgent):
         n_actions = require_discrete(info, self.name, "sac, td3 or ddpg, or a discrete env")
         sigma0 = float(cfg.get("noisy_sigma0") or 0.0)
         self.noisy = sigma0 > 0
-        self.q = self.runs.build(
-            lambda: QNetwork(
-                make_encoder(info, cfg.get("encoder")),
-                n_actions,
-                cfg.hidden,
-                cfg.dueling,
-                sigma0,
-                support=self.make_support(cfg),
-            )
-        ).to(info.device)
-        self.q_target = target_copy(self.q)
-        self.targets = TargetPairs((self.q_target, self.q))
+        self.encoder = self.core = None
+        recurrent = cfg.get("recurrent")
+        if recurrent:
+            self.build_recurrent(recurrent, n_actions, sigma0)
+        else:
+            self.q = self.runs.build(
+                lambda: QNetwork(
+                    make_encoder(info, cfg.get("encoder")),
+                    n_actions,
+                    cfg.hidden,
+                    cfg.dueling,
+                    sigma0,
+                    support=self.make_support(cfg),
+                )
+            ).to(info.device)
+            self.q_target = target_copy(self.q)
+            self.targets = TargetPairs((self.q_target, self.q))
+        params = [*self.recurrent_params(), *self.q.parameters()]
         lr = self.runs.value("lr", cfg.lr, info.device)
-        self.optimizer = make_optimizer(self.q.parameters(), lr, self.runs)
+        self.optimizer = make_optimizer(params, lr, self.runs)
         self.policy = PolicyWrapper(
-            self.q, info, progress, make_exploration(cfg, info, random_frames, self.runs)
+            self.q,
+            info,
+            progress,
+            make_exploration(cfg, info, random_frames, self.runs),
+            encoder=self.encoder,
+            core=self.core,
         ).to(info.device)
         self.mask_key = info.action_mask_key
-        self.learn_step = self.compiled(self.learn)
+        self.learn_step = self.compiled(self.learn if self.core is None else self.learn_sequences)
+
+    # -- recurrent DQN ------------------------------------------------------------------------
+    def build_recurrent(self, recurrent: str, n_actions: int, sigma0: float) -> None:
+        """Encoder -> recurrent core -> Q head (on SharedFeatures, the core's output), each
+        with a target copy; the sequence settings checked."""
+        cfg, info = self.cfg, self.info
+        self.refuse_recurrent(recurrent)
+        self.sequence_length, self.burn_in = int(cfg.sequence_length), int(cfg.burn_in)
+        self.stride = self.burn_in + self.sequence_length - int(cfg.sequence_overlap)
+        if self.stride < 1:
+            raise ConfigError(
+                f"agent.sequence_overlap={cfg.sequence_overlap} must be below agent.burn_in + "
+                f"agent.sequence_length = {self.burn_in + self.sequence_length}: lower it"
+            )
+        self.eta = float(cfg.priority_eta)
+        device = info.device
+        self.encoder = make_encoder(info, cfg.get("encoder")).to(device)
+        self.core = RecurrentCore(
+            recurrent, self.encoder.out_features, int(cfg.recurrent_hidden), info.batch_shape
+        ).to(device)
+        self.q = QNetwork(
+            SharedFeatures(self.core.out_features),
+            n_actions,
+            cfg.hidden,
+            cfg.dueling,
+            sigma0,
+            support=self.make_support(cfg),
+        ).to(device)
+        self.encoder_target, self.core_target, self.q_target = (
+            target_copy(m) for m in (self.encoder, self.core, self.q)
+        )
+        self.targets = TargetPairs(
+            (self.encoder_target, self.encoder),
+            (self.core_target, self.core),
+            (self.q_target, self.q),
+        )
+
+    def refuse_recurrent(self, recurrent: str) -> None:
+        """What agent.recurrent does not run with yet, each refused in one line."""
+        fix = f"drop agent.recurrent={recurrent}"
+        if self.runs.many:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} trains one seed per process: drop "
+                f"trainer.num_seeds, or {fix}"
+            )
+        if self.compile.update or self.compile.cudagraphs or self.compile.policy:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} runs its sequences and hidden state eagerly: set "
+                f"compile.update=false, compile.cudagraphs=false and compile.policy=false, or {fix}"
+            )
+        if self.info.multi_agent:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
+                f"has a robot group {tuple(self.info.group_shape)}): {fix}"
+            )
+        agent = type(self)
+        if agent.learn is not DQNAgent.learn and agent.learn_sequences is DQNAgent.learn_sequences:
+            # a subclass's own loss (soft Q-learning, say) would silently become DQN's
+            raise ConfigError(
+                f"agent={self.name} changes DQN's loss on transitions but not on sequences "
+                f"(learn_sequences): {fix}"
+            )
+
+    def recurrent_params(self) -> list[nn.Parameter]:
+        if self.core is None:
+            return []
+        return [*self.encoder.parameters(), *self.core.parameters()]
+
+    @property
+    def recurrent(self) -> bool:
+        return self.core is not None
+
+    def acting_state(self) -> dict[str, Tensor]:
+        return {} if self.core is None else {RECURRENT_STATE: self.core.state}
+
+    def replay_spec(self) -> ReplaySpec:
+        spec = super().replay_spec()
+        if self.core is None:
+            return spec
+        sequence = SequenceSpec(self.sequence_length, self.burn_in, self.stride, RECURRENT_STATE)
+        return dataclasses.replace(spec, sequence=sequence)
 
     def modules(self):
-        return {"q": self.q, "q_target": self.q_target, "exploration": self.policy.exploration}
+        nets = {"q": self.q, "q_target": self.q_target}
+        if self.core is not None:
+            nets |= {
+                "encoder": self.encoder,
+                "core": self.core,
+                "encoder_target": self.encoder_target,
+                "core_target": self.core_target,
+            }
+        return {**nets, "exploration": self.policy.exploration}
 
     def optimizers(self):
         return {"optimizer": self.optimizer}
@@ -148,3 +291,75 @@ class DQNAgent(OffPolicyAgent):
         if cfg.prioritized:  # the replay's new priorities: |TD error|
             metrics.set("priority", (q - target).detach().abs())
         return metrics
+
+    def learn_sequences(self, batch: TensorDict) -> TensorDict:
+        """One gradient step on a batch of B sequences (trainers/sequence_replay.py): the
+        online and target cores unrolled from each sequence's stored state, the burn-in
+        without gradient, a double-Q n-step TD error at each of the L trained steps."""
+        cfg, b, L = self.cfg, self.burn_in, self.sequence_length
+        done = batch["done"].transpose(0, 1)  # [W, B]
+        start = batch[RECURRENT_STATE]
+        last = batch["last"].transpose(0, 1) - b  # [L, B]: where each bootstrap is read
+        nxt = batch["next"]
+        mask = nxt.get(self.mask_key).transpose(0, 1) if self.mask_key else None
+        online = (self.encoder, self.core, self.q)
+        out, after = self.unroll(online, batch, start, done)
+        with torch.no_grad():
+            target_net = (self.encoder_target, self.core_target, self.q_target)
+            _, target_after = self.unroll(target_net, batch, start, done)
+            online_next = (
+                self.bootstrap_q(online, nxt, after.detach(), last) if cfg.double else None
+            )
+            target = dqn_target(
+                self.bootstrap_q(target_net, nxt, target_after, last),
+                online_next,
+                batch["reward"].transpose(0, 1),
+                batch["discount"].transpose(0, 1),
+                cfg.double,
+                mask,
+            )
+        action = batch["action"].transpose(0, 1).long().unsqueeze(-1)
+        q = self.head(self.q, out[:L]).gather(-1, action).squeeze(-1)  # [L, B]
+        if cfg.loss == "huber":
+            elementwise = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            elementwise = F.mse_loss(q, target, reduction="none")
+        # every trained step counts, each sequence weighted by its importance weight
+        loss = (batch["weight"] * elementwise.mean(0)).mean()
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
+        if cfg.target_update != "hard":
+            self.targets.polyak(cfg.tau)
+        metrics = scalars(loss=loss.detach(), q=q.detach().mean())
+        if cfg.prioritized:
+            metrics.set("priority", sequence_priority((q - target).detach(), self.eta))
+        return metrics
+
+    def unroll(self, nets, batch: TensorDict, start: Tensor, done: Tensor) -> tuple[Tensor, Tensor]:
+        """The core of `nets` over a batch's windows [B, W] from the stored `start` states:
+        the burn-in's first `burn_in` steps without gradient, then the rest (trained and
+        look-ahead steps). Returns the rest's outputs and states after each step, before
+        its reset, [W - burn_in, B, ...]."""
+        encoder, core, _ = nets
+        x = encoder(batch).transpose(0, 1)  # [W, B, F]
+        b = self.burn_in
+        state = start
+        if b:
+            # the state after the burn-in is a constant to the trained steps: no gradient
+            # reaches the burn-in steps, as in R2D2
+            with torch.no_grad():
+                _, _, state = core.unroll(x[:b], start, done[:b])
+        out, after, _ = core.unroll(x[b:], state, done[b:])
+        return out, after
+
+    def bootstrap_q(self, nets, nxt: TensorDict, after: Tensor, last: Tensor) -> Tensor:
+        """Q of the observation after each trained step's last summed step [L, B, A], from
+        the state after that step (before a reset: a truncated episode's final
+        observation continues its episode's state)."""
+        encoder, core, head = nets
+        state = after.gather(0, last.unsqueeze(-1).expand(*last.shape, after.shape[-1]))
+        out, _ = core.step(encoder(nxt).transpose(0, 1), state)
+        return self.head(head, out)
+
+    def head(self, q: nn.Module, out: Tensor) -> Tensor:
+        """Q-values of the core's outputs [..., H] (the head reads them as FEATURES)."""
+        return q(unchecked_tensordict({FEATURES: out}, out.shape[:-1], out.device))

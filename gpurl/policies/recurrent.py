@@ -9,8 +9,8 @@ Two acting states, never mixed:
   it at each step, writes the state the step began with into the rollout and moves it
   on; `episode_end(done)` zeroes it where an episode ended (a multiply by ~done, no host
   read), and it carries over from one rollout to the next. It is non-persistent (module
-  checkpoints and best.pt load at any number of envs); the on-policy trainer saves it
-  beside the collector's observation (OnPolicyAgent.acting_state).
+  checkpoints and best.pt load at any number of envs); the trainers save it beside the
+  collector's observation (Agent.acting_state).
 - the evaluation state, a plain tensor sized at the first greedy call for its batch:
   greedy calls (evaluation, gpurl.eval) read and move it, zeroed at `start_evaluation()`
   (trainers/evaluation.py calls it) and where the observation carries TorchRL's
@@ -19,7 +19,9 @@ Two acting states, never mixed:
 Learning replays the core over whole sequences (`sequence`): from the stored state at
 the first step, a step at a time, the state zeroed after every step where the episode
 ended, so no gradient crosses an episode boundary (truncated backpropagation through
-time over the rollout).
+time over the rollout): PPO and A2C over their rollouts, recurrent DQN over replayed
+sequences from the state stored at their first row (`unroll`, which also hands back the
+states it passed through).
 """
 
 from __future__ import annotations
@@ -72,13 +74,22 @@ class RecurrentCore(nn.Module):
     def sequence(self, x: Tensor, state: Tensor, done: Tensor) -> Tensor:
         """Outputs [T, *batch, H] of features x [T, *batch, F] from `state` [*batch, S] at
         t = 0, the state zeroed after each step t where done[t] [T, *batch] (bool or 0/1)."""
+        return self.unroll(x, state, done)[0]
+
+    def unroll(self, x: Tensor, state: Tensor, done: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """`sequence`, and the states it passes through: (outputs [T, *batch, H], the state
+        after each step before its reset [T, *batch, S], the state to go on from after the
+        last step, zeroed where done[-1]). The state after a step, before its reset, is
+        what a truncated episode's final observation is read from (recurrent DQN's
+        bootstrap)."""
         keep = (1.0 - done.to(x.dtype)).unsqueeze(-1)
-        outs = []
+        outs, after = [], []
         for t in range(x.shape[0]):
-            out, state = self.step(x[t], state)
+            out, new = self.step(x[t], state)
             outs.append(out)
-            state = state * keep[t]
-        return torch.stack(outs)
+            after.append(new)
+            state = new * keep[t]
+        return torch.stack(outs), torch.stack(after), state
 
     # -- acting ------------------------------------------------------------------------
     @torch.no_grad()

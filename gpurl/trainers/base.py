@@ -304,6 +304,21 @@ class Trainer:
     def extra_state(self) -> dict:
         return {}
 
+    def acting_state_dict(self) -> dict:
+        """A copy of the acting state that carries across collected batches
+        (Agent.acting_state: a recurrent hidden state), for the checkpoint."""
+        return {k: t.clone() for k, t in self.agent.acting_state().items()}
+
+    def load_acting_state(self, saved: dict) -> None:
+        """Restore what acting_state_dict saved, in place."""
+        for k, t in self.agent.acting_state().items():
+            if k not in saved:
+                raise ConfigError(
+                    f"the checkpoint holds no acting {k}: it was written without "
+                    f"agent.recurrent; resume with the agent settings it was written with"
+                )
+            t.copy_(saved[k])
+
     def load_extra_state(self, state: dict) -> None:
         pass
 

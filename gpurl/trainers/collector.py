@@ -188,6 +188,17 @@ class TorchRLCollector:
         pass
 
 
+def require_lean_collector(collector, agent) -> None:
+    """A recurrent agent's hidden state restarts with each episode through the lean
+    collector's episode_end(done); TorchRL's collector never calls it: refused."""
+    if agent.recurrent and not isinstance(collector, LeanCollector):
+        raise ConfigError(
+            "agent.recurrent resets its hidden state through gpurl's lean collector: "
+            "this env runs TorchRL's (env.collector=torchrl or an env without a lean "
+            "path); use env.collector=auto with a native env, or drop agent.recurrent"
+        )
+
+
 def make_collector(
     env, policy, info, frames_per_batch: int, progress, next_obs=True, step=None, act=None
 ):

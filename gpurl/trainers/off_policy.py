@@ -6,6 +6,10 @@ It trains OffPolicyAgents (agents/base.py).
         after init_random_frames: utd x frames_per_batch updates on sampled minibatches,
         new priorities handed back to a prioritized replay
 
+A recurrent agent (agent.recurrent: recurrent DQN) declares sequences in its ReplaySpec:
+the replay deals whole sequences of one stream (trainers/sequence_replay.py, whose
+samples wait until it holds one), and checkpoints keep the acting hidden state.
+
 `iteration()` is the hot path: it never reads device data on the host
 (tests/test_host_reads_training.py checks it for every agent).
 """
@@ -16,8 +20,9 @@ import dataclasses
 
 from gpurl.errors import ConfigError
 from gpurl.trainers.base import Trainer
-from gpurl.trainers.collector import make_collector
+from gpurl.trainers.collector import make_collector, require_lean_collector
 from gpurl.trainers.replay import DeviceReplay
+from gpurl.trainers.sequence_replay import SequenceReplay
 
 
 class OffPolicyTrainer(Trainer):
@@ -40,7 +45,8 @@ class OffPolicyTrainer(Trainer):
             spec = dataclasses.replace(spec, beta_frames=int(cfg.total_frames))
         runs = progress.runs.n  # N runs: N x the envs, buffer_size rows and batch_size
         self.frames_per_batch = int(cfg.frames_per_batch or 0) * runs or env.batch_size.numel()
-        self.buffer = DeviceReplay(
+        replay = DeviceReplay if spec.sequence is None else SequenceReplay
+        self.buffer = replay(
             spec,
             info,
             agent.policy.in_keys,
@@ -60,6 +66,7 @@ class OffPolicyTrainer(Trainer):
             step=self.step,
             act=self.acting,
         )
+        require_lean_collector(self.collector, agent)
         self.update_debt = 0.0
 
     # -- the hot path -----------------------------------------------------------------------
@@ -71,7 +78,8 @@ class OffPolicyTrainer(Trainer):
         frames = self.frames - before  # over every rank: each collected as many
         self.tracker.update(batch)
         self.buffer.extend(batch)
-        if self.frames < self.cfg.init_random_frames:
+        # a sequence replay needs one whole window first (a host count: no device read)
+        if self.frames < self.cfg.init_random_frames or not self.buffer.ready():
             return
         # Every rank makes the same updates (their gradients are averaged): utd per frame
         # of the whole run, as with one process.
@@ -95,7 +103,11 @@ class OffPolicyTrainer(Trainer):
 
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:
-        state = {"update_debt": self.update_debt, "collector": self.collector.state_dict()}
+        state = {
+            "update_debt": self.update_debt,
+            "collector": self.collector.state_dict(),
+            "acting": self.acting_state_dict(),
+        }
         if self.cfg.get("save_replay", True):
             state["buffer"] = self.buffer.state_dict()
         return state
@@ -103,5 +115,6 @@ class OffPolicyTrainer(Trainer):
     def load_extra_state(self, state: dict) -> None:
         self.update_debt = state["update_debt"]
         self.collector.load_state_dict(state["collector"])
+        self.load_acting_state(state.get("acting", {}))  # none in checkpoints before it
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])

@@ -32,7 +32,7 @@ from tensordict import TensorDict
 
 from gpurl.errors import ConfigError
 from gpurl.trainers.base import Trainer
-from gpurl.trainers.collector import LeanCollector, make_collector
+from gpurl.trainers.collector import make_collector, require_lean_collector
 
 
 class OnPolicyTrainer(Trainer):
@@ -80,12 +80,7 @@ class OnPolicyTrainer(Trainer):
             step=self.step,
             act=self.acting,
         )
-        if self.sequences and not isinstance(self.collector, LeanCollector):
-            raise ConfigError(
-                "agent.recurrent resets its hidden state through gpurl's lean collector: "
-                "this env runs TorchRL's (env.collector=torchrl or an env without a lean "
-                "path); use env.collector=auto with a native env, or drop agent.recurrent"
-            )
+        require_lean_collector(self.collector, agent)
         agent.set_horizon(int(cfg.total_frames))
         self._batch: TensorDict | None = None
         self.targets: TensorDict | None = None  # the last rollout's, from the agent
@@ -177,16 +172,8 @@ class OnPolicyTrainer(Trainer):
 
     # -- checkpoints --------------------------------------------------------------------------
     def extra_state(self) -> dict:
-        acting = {k: t.clone() for k, t in self.agent.acting_state().items()}
-        return {"collector": self.collector.state_dict(), "acting": acting}
+        return {"collector": self.collector.state_dict(), "acting": self.acting_state_dict()}
 
     def load_extra_state(self, state: dict) -> None:
         self.collector.load_state_dict(state["collector"])
-        saved = state.get("acting", {})  # none in checkpoints written before it
-        for k, t in self.agent.acting_state().items():
-            if k not in saved:
-                raise ConfigError(
-                    f"the checkpoint holds no acting {k}: it was written without "
-                    f"agent.recurrent; resume with the agent settings it was written with"
-                )
-            t.copy_(saved[k])
+        self.load_acting_state(state.get("acting", {}))  # none in checkpoints before it

@@ -75,7 +75,7 @@ class DeviceReplay:
         self.gamma = spec.gamma if gamma is None else gamma
         self.spec, self.info, self.device = spec, info, torch.device(device)
         self.streams = prod(info.slot_shape)
-        self.rows = max(-(-int(capacity) // self.streams), spec.n_step + 1)
+        self.rows = self.ring_rows(int(capacity))
         self.batch_size = int(batch_size)
         self.obs_keys = list(obs_keys)
         self.cursor = 0  # next row to write (host int)
@@ -86,9 +86,21 @@ class DeviceReplay:
         if spec.prioritized:
             from gpurl.trainers.priority import make_priority_sampler
 
-            self.sampler = make_priority_sampler(spec.sampler, self.rows * self.streams, device)
+            self.sampler = make_priority_sampler(spec.sampler, self.priority_slots(), device)
             self.max_priority = torch.ones((), device=self.device)
         self.beta = LinearSchedule(spec.beta_start, spec.beta_end, spec.beta_frames)
+
+    def ring_rows(self, capacity: int) -> int:
+        """Rows of the ring for `capacity` transitions: at least one n-step window."""
+        return max(-(-capacity // self.streams), self.spec.n_step + 1)
+
+    def priority_slots(self) -> int:
+        """Entries of the priority sampler: one per stored transition."""
+        return self.rows * self.streams
+
+    def ready(self) -> bool:
+        """Whether `sample` has something to draw (a host decision: no device read)."""
+        return self.filled > 0
 
     @property
     def capacity(self) -> int:
@@ -118,6 +130,9 @@ class DeviceReplay:
         if self.spec.next_obs:
             for k in self.obs_keys:
                 out[("next", *as_tuple(k))] = streams(self._store(k, nxt.get(k)))
+        if self.spec.sequence is not None:  # the recurrent state each step began with
+            key = self.spec.sequence.state_key
+            out[key] = streams(batch.get(key))
         return out
 
     def _store(self, key, x: torch.Tensor) -> torch.Tensor:
@@ -158,13 +173,18 @@ class DeviceReplay:
         for k, v in entries.items():
             self.data[k].index_copy_(0, rows, v)
         if self.sampler is not None:
-            flat = rows[:, None] * self.streams + torch.arange(self.streams, device=self.device)
-            fresh = self.max_priority.expand(T, self.streams)
-            if "valid" in entries:
-                fresh = fresh * entries["valid"]
-            self.sampler.update(flat.reshape(-1), fresh.reshape(-1))
+            self.prioritize_new(rows, T, entries)
         self.cursor = (self.cursor + T) % self.rows
         self.filled = min(self.filled + T, self.rows)
+
+    def prioritize_new(self, rows: torch.Tensor, T: int, entries: dict) -> None:
+        """Give the T rows being written (physical `rows`) the largest priority so far
+        (0 for the slots of robots that were not running)."""
+        flat = rows[:, None] * self.streams + torch.arange(self.streams, device=self.device)
+        fresh = self.max_priority.expand(T, self.streams)
+        if "valid" in entries:
+            fresh = fresh * entries["valid"]
+        self.sampler.update(flat.reshape(-1), fresh.reshape(-1))
 
     # -- sampling -----------------------------------------------------------------------------
     def sample(self, progress: Progress | None = None) -> TensorDict:
