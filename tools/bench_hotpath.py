@@ -488,6 +488,7 @@ def denormal_record(name: str, overrides: list[str], num_envs: int, args, device
         "env": cfg.env.name if cfg.env.name != "gym" else f"gym:{cfg.env.id}",
         "num_envs": num_envs,
         "warmup_updates": args.warmup_updates,
+        "overrides": list(args.overrides),
         "denormal_fraction_after_warmup": round(fraction, 4),
         "iteration_ms_per_update_kept": round(kept, 4),
         "iteration_ms_per_update_flushed": round(flushed, 4),
@@ -518,13 +519,17 @@ def main(argv=None) -> int:
     p.add_argument(
         "--warmup-updates", type=int, default=3000, help="--denormals: updates before timing"
     )
+    p.add_argument(
+        "--overrides", nargs="*", default=[], help="config overrides added to every case"
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.denormals:
         for name in args.cases:
             for num_envs in args.num_envs:
-                emit(denormal_record(name, CASES[name], num_envs, args, args.device))
+                overrides = [*CASES[name], *args.overrides]
+                emit(denormal_record(name, overrides, num_envs, args, args.device))
         return 0
     if args.env_steps:
         for env_id in ("Acrobot-v1", "Pendulum-v1"):
@@ -534,7 +539,7 @@ def main(argv=None) -> int:
     failed = False
     for name in args.cases:
         for num_envs in args.num_envs:
-            record = run_case(name, CASES[name], num_envs, args, args.device)
+            record = run_case(name, [*CASES[name], *args.overrides], num_envs, args, args.device)
             emit(record)
             if args.max_ratio is not None and record["learn_over_bare"] > args.max_ratio:
                 failed = True
