@@ -311,18 +311,24 @@ def timed(fn, repeats: int) -> float:
     return time.perf_counter() - start
 
 
+def case_config(overrides: list[str], num_envs: int, device, *extra: str):
+    """A case's composed config: its overrides at num_envs, no logger, no progress bar."""
+    return load_config(
+        [
+            *overrides,
+            f"env.num_envs={num_envs}",
+            f"device={device}",
+            "logger=none",
+            "trainer.progress=false",
+            "env.eval_envs=1",
+            *extra,
+        ]
+    )
+
+
 def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = load_config(
-            [
-                *overrides,
-                f"env.num_envs={num_envs}",
-                f"device={device}",
-                "logger=none",
-                "trainer.progress=false",
-                "env.eval_envs=1",
-            ]
-        )
+        cfg = case_config(overrides, num_envs, device)
         trainer = build(cfg, Path(run_dir))
         agent, progress = trainer.agent, trainer.progress
         on_policy = isinstance(agent, OnPolicyAgent)
@@ -455,17 +461,7 @@ def denormal_record(name: str, overrides: list[str], num_envs: int, args, device
     trainers built and trained alike for --warmup-updates first, so that their optimizer
     moments hold what a run's hold by then. Rounds interleave the two."""
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = load_config(
-            [
-                *overrides,
-                f"env.num_envs={num_envs}",
-                f"device={device}",
-                "logger=none",
-                "trainer.progress=false",
-                "env.eval_envs=1",
-                "flush_denormal=false",
-            ]
-        )
+        cfg = case_config(overrides, num_envs, device, "flush_denormal=false")
         pair = [build(cfg, Path(run_dir) / side) for side in ("kept", "flushed")]
         torch.set_flush_denormal(False)
         for trainer in pair:
