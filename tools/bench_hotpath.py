@@ -375,6 +375,7 @@ def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> di
         "agent": cfg.agent.name,
         "env": cfg.env.name if cfg.env.name != "gym" else f"gym:{cfg.env.id}",
         "num_envs": num_envs,
+        "overrides": list(args.overrides),
         "batch": n,
         "updates_per_round": args.updates,
         "rounds": args.rounds,
