@@ -47,6 +47,7 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 from torchrl.data import Bounded
 
+from gpurl.core.adam import Adam
 from gpurl.core.compile import EAGER, CompileSpec, capturable, compile_step
 from gpurl.core.config import plain_keys
 from gpurl.core.distributed import average_gradients
@@ -94,9 +95,7 @@ def make_optimizer(
     agent anneals in place, or [N] per-run values."""
     if runs.many:
         return RunAdam(params, runs.n, lr, eps=eps)
-    # fused Adam keeps its step counters as device tensors: no .item() per step (the
-    # default foreach Adam reads them on the host) and about 3x faster on small CPU nets.
-    return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+    return Adam(params, lr, eps=eps)  # torch's fused Adam, stepped in one call (core/adam.py)
 
 
 def scalars(**values: Tensor) -> TensorDict:
@@ -137,12 +136,14 @@ def clip_and_step(optimizer: torch.optim.Optimizer, loss, max_norm: float | None
     optimizer state stay fp32).
 
     Every agent steps its optimizers here, so this is where data-parallel training
-    averages gradients (core/distributed.py; nothing happens with one process)."""
-    params = [p for group in optimizer.param_groups for p in group["params"]]
+    averages gradients (core/distributed.py; nothing happens with one process).
+    make_optimizer's optimizers do all of it in one call (core/adam.Adam, RunAdam for
+    N runs); any other torch optimizer (a plug-in's) takes torch's own path."""
     with torch.autocast(loss.device.type, enabled=False):
-        if isinstance(optimizer, RunAdam):  # N runs: each run's gradient and clip its own
+        if isinstance(optimizer, (Adam, RunAdam)):
             optimizer.backward_and_step(loss, max_norm)
             return
+        params = [p for group in optimizer.param_groups for p in group["params"]]
         optimizer.zero_grad(set_to_none=True)
         # only the stepped parameters' gradients: an actor's loss runs through the
         # critics, whose weight gradients it would otherwise compute and throw away

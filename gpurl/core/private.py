@@ -61,6 +61,58 @@ def unflatten_dense(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> list[to
         return [p.view_as(t) for p, t in zip(flat.split(sizes), like, strict=True)]
 
 
+def total_norm(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all `tensors` together, a device scalar: one torch._foreach_norm
+    launch, as clip_grad_norm_ computes it without that function's Python around it."""
+    tensors = list(tensors)
+    try:
+        norms = torch._foreach_norm(tensors)
+    except (AttributeError, TypeError, RuntimeError):
+        norms = [torch.linalg.vector_norm(t) for t in tensors]
+    return torch.linalg.vector_norm(torch.stack(list(norms)))
+
+
+def fused_adam_(params, grads, exp_avgs, exp_avg_sqs, steps, grad_scale=None, **options):
+    """One Adam step over every tensor in one kernel, each gradient divided by
+    `grad_scale` (a device scalar, or None): step counters +1, then torch._fused_adam_,
+    the kernel torch.optim.Adam(fused=True) runs, without the optimizer's Python around
+    it (core/adam.py measures it). `options`: lr, beta1, beta2, weight_decay, eps."""
+    try:
+        kernel = torch._fused_adam_
+    except AttributeError:
+        from torch.optim.adam import adam
+
+        for g in grads if grad_scale is not None else ():
+            g.div_(grad_scale)
+        adam(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            fused=True,
+            amsgrad=False,
+            maximize=False,
+            **options,
+        )
+        return
+    torch._foreach_add_(steps, 1)
+    kernel(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        [],
+        steps,
+        amsgrad=False,
+        maximize=False,
+        grad_scale=grad_scale,
+        found_inf=None,
+        **options,
+    )
+
+
 def unchecked_tensordict(source: dict, batch_size: torch.Size, device) -> TensorDict:
     """A TensorDict over tensors known to have the right batch size and device.
 

@@ -1,0 +1,88 @@
+"""One run's optimizer: torch's fused Adam, stepped in one call that backpropagates,
+clips and updates (`backward_and_step`).
+
+`torch.optim.Adam(fused=True)` runs one fused kernel per step, but the call around it
+and around `clip_grad_norm_` is Python that a small network pays for at every update:
+step and zero_grad hooks and profiler ranges, the state walk of `_init_group`, the
+device grouping of the functional `adam`, the norm's bookkeeping. On a 256 x 256 MLP on
+one CPU thread that is about 0.3 ms of a 1.3 ms update. `backward_and_step` does the
+same arithmetic with none of it:
+
+    grads   loss.backward(inputs=params): only the stepped parameters' gradients
+    clip    one foreach norm; the clip is the fused kernel's `grad_scale` (it divides
+            each gradient by it), so clipping costs no pass over the gradients
+    step    the step counters +1, then the fused Adam kernel over every tensor
+
+The state (`exp_avg`, `exp_avg_sq` and a float32 `step` per parameter, on its device)
+and `state_dict()` are torch's Adam's: checkpoints load either way, and `step()` still
+works for code that calls it. Clipping divides by (norm + 1e-6) / max_norm where
+clip_grad_norm_ multiplies by its inverse: the same rule, to float rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from gpurl.core.distributed import average_gradients
+from gpurl.core.private import fused_adam_, total_norm
+
+
+class Adam(torch.optim.Adam):
+    def __init__(self, params: Iterable[nn.Parameter], lr, eps: float = 1e-8):
+        # fused Adam keeps its step counters as device tensors: no .item() per step (the
+        # default foreach Adam reads them on the host) and about 3x faster on small CPU nets
+        super().__init__(params, lr=lr, eps=eps, fused=True)
+
+    def backward_and_step(self, loss: Tensor, max_norm: float | None) -> None:
+        """Backward of `loss` into this optimizer's parameters only, averaged over
+        torchrun's ranks, clipped to `max_norm` (None: no clip), one Adam step."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+        params = [p for group in self.param_groups for p in group["params"]]
+        # only the stepped parameters' gradients: an actor's loss runs through the
+        # critics, whose weight gradients it would otherwise compute and throw away
+        loss.backward(inputs=params)
+        average_gradients(params)
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads:  # the loss reaches none of them: nothing to step
+            return
+        with torch.no_grad():
+            scale = None
+            if max_norm:
+                total = total_norm(grads)
+                scale = ((total + 1e-6) / float(max_norm)).clamp(min=1.0)
+            for group in self.param_groups:
+                self._fused_step(group, scale)
+
+    def _fused_step(self, group: dict, grad_scale: Tensor | None) -> None:
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            return
+        states = [self._state(p) for p in params]
+        beta1, beta2 = group["betas"]
+        fused_adam_(
+            params,
+            [p.grad for p in params],
+            [s["exp_avg"] for s in states],
+            [s["exp_avg_sq"] for s in states],
+            [s["step"] for s in states],
+            grad_scale,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+        )
+
+    def _state(self, p: Tensor) -> dict:
+        """p's Adam state, made as torch's fused Adam makes it on its first step."""
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
