@@ -14,7 +14,11 @@ disturbs them alike):
     bare       the agent's update written in plain PyTorch on the same network shapes,
                batch and hyperparameters: forward, the target, the loss, backward, the
                gradient clip, fused Adam and the target update; no replay, no env, no
-               config, random tensors as the batch (the floor an update can reach)
+               config, random tensors as the batch (the floor an update can reach):
+               the clip and the step are one foreach norm and torch's fused Adam
+               kernel, with none of torch.optim's Python around them
+    bare_optim the same update stepped as torch.optim writes it (zero_grad,
+               clip_grad_norm_, Adam(fused=True).step()): what that Python costs
     learn      gpurl's agent.update on one sampled batch (off-policy) or minibatch
                (on-policy), as the trainer calls it, with the progress record advanced
     iteration  gpurl's trainer.iteration(): collect, store, sample and learn; its time
@@ -96,7 +100,8 @@ def adam(params, lr):
     return torch.optim.Adam(params, lr=lr, fused=True)
 
 
-def step(optimizer, loss, max_norm):
+def optim_step(optimizer, loss, max_norm):
+    """A step as torch.optim writes it: zero_grad, backward, clip_grad_norm_, step."""
     params = [p for g in optimizer.param_groups for p in g["params"]]
     optimizer.zero_grad(set_to_none=True)
     loss.backward(inputs=params)  # no gradients for what this step leaves (an actor's critics)
@@ -105,10 +110,53 @@ def step(optimizer, loss, max_norm):
     optimizer.step()
 
 
-def bare_update(kind: str, cfg, dims: dict, n: int, device):
+def kernel_step(optimizer, loss, max_norm):
+    """The same arithmetic with nothing around the kernels: one foreach norm, the clip
+    as the fused Adam kernel's grad_scale (it divides each gradient by it), the kernel
+    torch.optim.Adam(fused=True) runs. The floor."""
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    for p in params:
+        p.grad = None
+    loss.backward(inputs=params)
+    with torch.no_grad():
+        params = [p for p in params if p.grad is not None]
+        grads = [p.grad for p in params]
+        scale = None
+        if max_norm:
+            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+            scale = ((total + 1e-6) / max_norm).clamp(min=1.0)
+        states = [optimizer.state[p] for p in params]
+        for p, state in zip(params, states, strict=True):
+            if not state:
+                state["step"] = torch.zeros((), device=p.device)
+                state["exp_avg"], state["exp_avg_sq"] = torch.zeros_like(p), torch.zeros_like(p)
+        steps = [state["step"] for state in states]
+        torch._foreach_add_(steps, 1)
+        (group,) = optimizer.param_groups
+        torch._fused_adam_(
+            params,
+            grads,
+            [state["exp_avg"] for state in states],
+            [state["exp_avg_sq"] for state in states],
+            [],
+            steps,
+            amsgrad=False,
+            lr=group["lr"],
+            beta1=group["betas"][0],
+            beta2=group["betas"][1],
+            weight_decay=0.0,
+            eps=group["eps"],
+            maximize=False,
+            grad_scale=scale,
+            found_inf=None,
+        )
+
+
+def bare_update(kind: str, cfg, dims: dict, n: int, device, step=kernel_step):
     """(update, networks): a closure making one update of agent `kind` in plain PyTorch
     on random tensors, with the network shapes and hyperparameters of `cfg` (the agent
-    config), and the networks it trains."""
+    config), and the networks it trains; each optimizer stepped by `step` (kernel_step:
+    the floor; optim_step: torch.optim's own calls)."""
     d, a = dims["obs"], dims["act"]
     hidden = list(cfg.hidden)
     obs, next_obs = torch.randn(n, d, device=device), torch.randn(n, d, device=device)
@@ -350,14 +398,16 @@ def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> di
         # plain values (a namespace, so the tool also runs on commits before core.config)
         keys = SimpleNamespace(**OmegaConf.to_container(cfg.agent, resolve=True))
         bare, _ = bare_update(cfg.agent.name, keys, dims, n, device)
+        bare_optim, _ = bare_update(cfg.agent.name, keys, dims, n, device, step=optim_step)
 
         def learn():
             agent.update(batch, progress)
             progress.add_update()
 
-        bare_ms, learn_ms, iter_update_ms, iter_frame_ms = [], [], [], []
+        bare_ms, optim_ms, learn_ms, iter_update_ms, iter_frame_ms = [], [], [], [], []
         for _ in range(args.rounds):
             bare_ms.append(timed(bare, args.updates) / args.updates * 1e3)
+            optim_ms.append(timed(bare_optim, args.updates) / args.updates * 1e3)
             learn_ms.append(timed(learn, args.updates) / args.updates * 1e3)
             updates, frames = progress.update_count, trainer.frames
             iterations = (
@@ -380,6 +430,7 @@ def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> di
         "updates_per_round": args.updates,
         "rounds": args.rounds,
         "bare_ms_per_update": round(bare_m, 4),
+        "bare_optim_ms_per_update": round(statistics.median(optim_ms), 4),
         "learn_ms_per_update": round(learn_m, 4),
         "iteration_ms_per_update": round(iter_m, 4),
         "iteration_ms_per_frame": round(statistics.median(iter_frame_ms), 4),
@@ -387,6 +438,7 @@ def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> di
         "iteration_over_bare": round(iter_m / bare_m, 3),
         "rounds_ms": {
             "bare": [round(x, 4) for x in bare_ms],
+            "bare_optim": [round(x, 4) for x in optim_ms],
             "learn": [round(x, 4) for x in learn_ms],
             "iteration": [round(x, 4) for x in iter_update_ms],
         },

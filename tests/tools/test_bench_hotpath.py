@@ -17,7 +17,7 @@ def test_a_case_prints_one_record_with_the_three_sides(capsys):
     (line,) = capsys.readouterr().out.strip().splitlines()
     record = json.loads(line)
     assert record["case"] == "dqn_cartpole" and record["num_envs"] == 1
-    for side in ("bare", "learn", "iteration"):
+    for side in ("bare", "bare_optim", "learn", "iteration"):
         assert len(record["rounds_ms"][side]) == 2 and min(record["rounds_ms"][side]) > 0
     ratio = record["learn_ms_per_update"] / record["bare_ms_per_update"]
     assert record["learn_over_bare"] == pytest.approx(ratio, rel=1e-2)
@@ -59,6 +59,22 @@ def test_each_bare_update_steps_its_networks(kind):
         update()
         after = list(net.parameters())
         assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True)), kind
+
+
+@pytest.mark.parametrize("max_norm", [None, 0.1])
+def test_the_floors_kernel_step_is_torch_optims_step(max_norm):
+    """kernel_step (the floor) and optim_step (torch.optim's calls) make the same update,
+    to float rounding: the floor saves Python, not arithmetic."""
+    weights = []
+    for step in (bench_hotpath.kernel_step, bench_hotpath.optim_step):
+        torch.manual_seed(0)
+        net = torch.nn.Linear(4, 3)
+        opt = bench_hotpath.adam(net.parameters(), 1e-2)
+        for _ in range(10):
+            step(opt, net(torch.randn(8, 4)).pow(2).mean() * 10, max_norm)
+        weights.append([p.detach().clone() for p in net.parameters()])
+    for a, b in zip(*weights, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_env_steps_time_the_three_ways_of_stepping(capsys):
