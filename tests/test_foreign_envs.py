@@ -292,3 +292,25 @@ def test_the_direct_gymnasium_path_steps_as_torchrl_does(env_id):
         assert torch.equal(obs_a.get("observation"), obs_b.get("observation"))
         resets += int(nxt_a.get("done").sum())
     assert resets > 0
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_evaluation_plays_each_envs_first_episode_and_stops(direct):
+    """The foreign protocol's return is each env's first episode return, as TorchRL's
+    rollout of max_episode_steps gives it, and it stops once every env has ended one
+    (a host read every 16 steps): CartPole pushed one way falls within 20 steps."""
+    pytest.importorskip("gymnasium")
+    from gpurl.envs.foreign import first_episode_returns
+    from gpurl.envs.gym import make_gym_env
+
+    def push_left(td):
+        return td.set("action", torch.zeros(td.batch_size, dtype=torch.long))
+
+    ours, theirs = make_gym_env("CartPole-v1", 3, seed=5), make_gym_env("CartPole-v1", 3, seed=5)
+    ours.direct = direct
+    steps, lean_step = [], ours.lean_step
+    ours.lean_step = lambda action: steps.append(1) or lean_step(action)
+    result = ours.evaluation_protocol(push_left)
+    rollout = theirs.rollout(theirs.max_episode_steps, push_left, break_when_any_done=False)
+    assert result["return"] == pytest.approx(first_episode_returns(rollout).mean().item())
+    assert 8 <= result["return"] <= 20 and len(steps) == 16

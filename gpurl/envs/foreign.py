@@ -128,12 +128,27 @@ class ForeignEnv(EnvHooks, TransformedEnv):
         host: foreign simulators draw there), or None where its family gave none."""
         return None if self.frames is None else self.frames()
 
+    @torch.no_grad()
     def evaluation_protocol(self, policy) -> dict[str, float]:
-        """The mean of each env's first greedy episode return."""
-        rollout = self.rollout(self.max_episode_steps, policy, break_when_any_done=False)
-        if rollout.batch_dims == 1:  # an unbatched env: [T] -> [1, T]
-            rollout = rollout.unsqueeze(0)
-        return {"return": first_episode_returns(rollout).mean().item()}
+        """The mean of each env's first greedy episode return, played on the lean path
+        (the Gymnasium vector env stepped directly, else TorchRL's step_and_maybe_reset)
+        until every env has ended one episode: a host read every 16 steps, where playing
+        out max_episode_steps would step a landed LunarLander for hundreds more."""
+        n = max(self.batch_size.numel(), 1)  # an unbatched env is one
+        obs = self.lean_reset()
+        obs.set("is_init", torch.ones((*self.batch_size, 1), dtype=torch.bool, device=self.device))
+        ret = torch.zeros(n, device=self.device)
+        alive = torch.ones(n, dtype=torch.bool, device=self.device)
+        for t in range(self.max_episode_steps):
+            nxt, obs = self.lean_step(policy(obs).get(self.action_key))
+            done = nxt.get("done").reshape(n, -1).any(-1)
+            obs.set("is_init", done.reshape(*self.batch_size, 1))
+            ret += nxt.get("reward").reshape(n, -1).sum(-1) * alive
+            alive &= ~done
+            if t % 16 == 15 and not alive.any():
+                break
+        self._obs = None  # the next lean step (a collector's) starts from a reset
+        return {"return": ret.mean().item()}
 
 
 def as_gpurl_env(
