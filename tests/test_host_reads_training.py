@@ -104,6 +104,7 @@ ON_POLICY_CASES = {
     "ppo_lstm": ["env=cartpole", "agent=ppo", "agent.recurrent=lstm"],
     "ppo_gru": ["env=cartpole", "agent=ppo", "agent.recurrent=gru"],
     "a2c_lstm": ["env=cartpole", "agent=a2c", "agent.recurrent=lstm"],
+    "pqn_gru": ["env=cartpole", "agent=pqn", "agent.recurrent=gru"],
     # V(last_obs) from the training state instead of the stored states' batched steps
     "ppo_gru_truncation_as_end": [
         "env=cartpole",

@@ -240,7 +240,7 @@ def test_cuda_graphs_are_refused_in_one_line(tmp_path):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("agent", ["rainbow", "iqn", "pqn", "sac"])
+@pytest.mark.parametrize("agent", ["rainbow", "iqn", "sac"])
 def test_agents_without_a_recurrent_core_have_no_such_key(agent, tmp_path, monkeypatch, capsys):
     argv = [f"agent={agent}", "agent.recurrent=lstm"]
     code, lines, run_dir = run_cli(argv, tmp_path, monkeypatch, capsys)

@@ -146,6 +146,18 @@ EXACT_CASES = {
         "trainer.rollout_steps=16",
         "agent.minibatches=2",
     ],
+    "pqn_cartpole_gru": [
+        "env=cartpole",
+        "agent=pqn",
+        "agent.recurrent=gru",
+        "agent.recurrent_hidden=16",
+        "agent.hidden=[32]",
+        "agent.anneal_lr=false",
+        "env.num_envs=4",
+        "env.eval_envs=2",
+        "trainer.rollout_steps=16",
+        "agent.minibatches=2",
+    ],
     # recurrent DQN: the acting hidden state, the sequence replay and its priorities
     "dqn_cartpole_lstm_prioritized": [
         "env=cartpole",

@@ -47,10 +47,9 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 from torchrl.data import Bounded
 
-from gpurl.core.adam import Adam
+from gpurl.core.adam import Adam, torch_step
 from gpurl.core.compile import EAGER, CompileSpec, capturable, compile_step
 from gpurl.core.config import plain_keys
-from gpurl.core.distributed import average_gradients
 from gpurl.core.private import foreach_copy_, foreach_lerp_, unchecked_tensordict
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
@@ -142,16 +141,8 @@ def clip_and_step(optimizer: torch.optim.Optimizer, loss, max_norm: float | None
     with torch.autocast(loss.device.type, enabled=False):
         if isinstance(optimizer, (Adam, RunAdam)):
             optimizer.backward_and_step(loss, max_norm)
-            return
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        optimizer.zero_grad(set_to_none=True)
-        # only the stepped parameters' gradients: an actor's loss runs through the
-        # critics, whose weight gradients it would otherwise compute and throw away
-        loss.backward(inputs=params)
-        average_gradients(params)
-        if max_norm:
-            torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
-        optimizer.step()
+        else:
+            torch_step(optimizer, loss, max_norm)
 
 
 def is_every(progress: Progress, n: int) -> bool:

@@ -19,6 +19,14 @@ and `update` gets shuffled minibatches holding the observation entries, "action"
 max Q(s_{t+1}) for the step before, at no extra forward pass; only the steps whose next
 observation is not the one stored next (the last, and truncated ones when bootstrapped
 from the final observation) need an extra pass.
+
+Recurrent PQN (agent.recurrent=lstm | gru): encoder -> one recurrent core
+(policies/recurrent.py) -> the Q head, as recurrent PPO builds its trunk. The acting
+pass stores the state each step began with; minibatches are whole env sequences
+[T, envs / minibatches] (trainers/on_policy.py), and the core is replayed over each
+from its stored first state, the state zeroed after every step that ended an episode.
+The Q(lambda) targets are unchanged: max_a Q(s_t, a) was computed by the acting pass
+with the state it acted with.
 """
 
 from __future__ import annotations
@@ -49,8 +57,16 @@ from gpurl.core.config import declare, key
 from gpurl.core.registry import register
 from gpurl.core.returns import q_lambda
 from gpurl.errors import ConfigError
-from gpurl.policies import VALUE, PolicyWrapper, QNetwork, make_encoder, make_exploration
-from gpurl.policies.networks import EncoderConfig
+from gpurl.policies import (
+    VALUE,
+    PolicyWrapper,
+    QNetwork,
+    SharedFeatures,
+    make_encoder,
+    make_exploration,
+)
+from gpurl.policies.networks import FEATURES, EncoderConfig
+from gpurl.policies.recurrent import RECURRENT_KINDS, RECURRENT_STATE, RecurrentCore
 
 
 @declare(name="pqn", lr=1.0e-4, epochs=4, minibatches=16, epsilon_frames=20000)
@@ -66,6 +82,13 @@ class PQNConfig(EpsilonGreedyKeys, OnPolicyConfig):
     reward_scale: float = key(0.1, "rewards are multiplied by this in the targets", gt=0)
     loss: str = key("mse", "mse (0.5 (Q - G)^2) | huber", choices=("mse", "huber"))
     max_grad_norm: float | None = max_grad_norm_key(10.0)
+    recurrent: str | None = key(
+        None,
+        "null | lstm | gru: one recurrent layer between the encoder and the Q head; trained "
+        "by backpropagation through the rollout, minibatches of whole env sequences",
+        choices=RECURRENT_KINDS,
+    )
+    recurrent_hidden: int = key(128, "the recurrent layer's hidden units", ge=1)
     encoder: EncoderConfig = encoder_key()
 
 
@@ -81,40 +104,107 @@ class PQNAgent(OnPolicyAgent):
         if cfg.loss not in ("mse", "huber"):
             raise ConfigError(f"agent.loss={cfg.loss} is unknown: use mse or huber")
         device = info.device
+        self.encoder = self.core = None
+        recurrent = cfg.get("recurrent")
+        if recurrent:
+            self.refuse_recurrent(recurrent)
+            self.encoder = make_encoder(info, cfg.get("encoder")).to(device)
+            self.core = RecurrentCore(
+                recurrent,
+                self.encoder.out_features,
+                int(cfg.get("recurrent_hidden") or 128),
+                info.batch_shape,
+                device,
+            ).to(device)
+
+        def trunk():
+            if self.core is None:
+                return make_encoder(info, cfg.get("encoder"))
+            return SharedFeatures(self.core.out_features)  # the core's output
+
         self.q = self.runs.build(
-            lambda: QNetwork(
-                make_encoder(info, cfg.get("encoder")),
-                n_actions,
-                list(cfg.hidden),
-                layer_norm=bool(cfg.layer_norm),
-            )
+            lambda: QNetwork(trunk(), n_actions, list(cfg.hidden), layer_norm=bool(cfg.layer_norm))
         ).to(device)
-        self.optimizer = make_optimizer(self.q.parameters(), self.lr, self.runs)
+        params = [*self.q.parameters()]
+        if self.core is not None:
+            params = [*self.encoder.parameters(), *self.core.parameters(), *params]
+        self.optimizer = make_optimizer(params, self.lr, self.runs)
         self.policy = PolicyWrapper(
-            self.q, info, progress, make_exploration(cfg, info, runs=self.runs), write_max_q=True
+            self.q,
+            info,
+            progress,
+            make_exploration(cfg, info, runs=self.runs),
+            write_max_q=True,
+            encoder=self.encoder,
+            core=self.core,
         ).to(device)
         self.q_lambda = float(cfg.q_lambda)
         self.reward_scale = float(cfg.reward_scale)
         self.mask_key = info.action_mask_key
         self.learn_step = self.compiled(self.learn)
 
+    def refuse_recurrent(self, recurrent: str) -> None:
+        """What agent.recurrent does not run with yet, each refused in one line."""
+        fix = f"drop agent.recurrent={recurrent}"
+        if self.runs.many:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} trains one seed per process: drop "
+                f"trainer.num_seeds, or {fix}"
+            )
+        if self.compile.cudagraphs or self.compile.policy:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} carries its hidden state in eager acting only: "
+                f"set compile.cudagraphs=false and compile.policy=false, or {fix}"
+            )
+
     def modules(self):
-        return {"q": self.q}
+        if self.core is None:
+            return {"q": self.q}
+        return {"encoder": self.encoder, "core": self.core, "q": self.q}
+
+    @property
+    def recurrent(self) -> bool:
+        return self.core is not None
+
+    def acting_state(self) -> dict[str, Tensor]:
+        return {} if self.core is None else {RECURRENT_STATE: self.core.state}
 
     def optimizers(self):
         return {"optimizer": self.optimizer}
 
     # -- targets -------------------------------------------------------------------------------
-    def value(self, obs) -> Tensor:
-        """max_a Q(s, a) over the legal actions."""
+    def max_q(self, obs, q: Tensor) -> Tensor:
+        """max_a of Q-values `q` over the legal actions of `obs`."""
         mask = obs.get(self.mask_key) if self.mask_key else None
-        return masked_q(self.q(obs), mask).max(-1).values
+        return masked_q(q, mask).max(-1).values
+
+    def value(self, obs) -> Tensor:
+        """max_a Q(s, a) over the legal actions; recurrent: from the state the policy acts
+        with next."""
+        if self.core is None:
+            return self.max_q(obs, self.q(obs))
+        out, _ = self.core.step(self.encoder(obs), self.core.state)
+        return self.max_q(obs, self.q(obs.clone(recurse=False).set(FEATURES, out)))
+
+    def next_values(self, rollout: TensorDict) -> Tensor:
+        if self.core is None:
+            return super().next_values(rollout)
+        # each step's state after it (before any reset), from the stored state, then
+        # max Q of the next observation from it: two batched steps
+        _, after = self.core.step(self.encoder(rollout), rollout.get(RECURRENT_STATE))
+        nxt = rollout.get("next")
+        out, _ = self.core.step(self.encoder(nxt), after)
+        return self.max_q(nxt, self.q(nxt.clone(recurse=False).set(FEATURES, out)))
 
     @torch.no_grad()
     def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:
         """The Q(lambda) returns [T, N] of the rollout's rewards x agent.reward_scale."""
         reward, next_value, terminated, done = self.bootstrap(rollout, last_obs)
-        out = self.target_buffers(rollout.get(VALUE), "value_target")
+        if self.core is None:
+            out = self.target_buffers(rollout.get(VALUE), "value_target")
+        else:  # the sequences' resets ride with the targets
+            out = self.target_buffers(rollout.get(VALUE), "value_target", "done")
+            out.get("done").copy_(done)
         if self.reward_scale != 1.0:
             reward = reward * self.reward_scale
         target = out.get("value_target")
@@ -126,7 +216,13 @@ class PQNAgent(OnPolicyAgent):
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
         cfg = self.cfg
         action = batch.get(self.info.action_key).long().unsqueeze(-1)
-        q = self.q(batch).gather(-1, action).squeeze(-1)
+        obs = batch
+        if self.core is not None:  # whole sequences [T, envs] from the stored first state
+            out = self.core.sequence(
+                self.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
+            )
+            obs = batch.clone(recurse=False).set(FEATURES, out)
+        q = self.q(obs).gather(-1, action).squeeze(-1)
         target = batch["value_target"]
         if cfg.loss == "huber":
             loss = F.smooth_l1_loss(q, target)

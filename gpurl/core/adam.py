@@ -30,6 +30,21 @@ from gpurl.core.distributed import average_gradients
 from gpurl.core.private import fused_adam_, total_norm
 
 
+def torch_step(optimizer: torch.optim.Optimizer, loss: Tensor, max_norm: float | None) -> None:
+    """The same step through torch.optim's own calls (zero_grad, clip_grad_norm_, step):
+    any torch optimizer's, and Adam's inside torch.compile, which traces torch.optim's
+    step itself and fuses the Python away."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    optimizer.zero_grad(set_to_none=True)
+    # only the stepped parameters' gradients: an actor's loss runs through the
+    # critics, whose weight gradients it would otherwise compute and throw away
+    loss.backward(inputs=params)
+    average_gradients(params)
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+    optimizer.step()
+
+
 class Adam(torch.optim.Adam):
     def __init__(self, params: Iterable[nn.Parameter], lr, eps: float = 1e-8):
         # fused Adam keeps its step counters as device tensors: no .item() per step (the
@@ -39,13 +54,14 @@ class Adam(torch.optim.Adam):
     def backward_and_step(self, loss: Tensor, max_norm: float | None) -> None:
         """Backward of `loss` into this optimizer's parameters only, averaged over
         torchrun's ranks, clipped to `max_norm` (None: no clip), one Adam step."""
+        if torch.compiler.is_compiling():
+            torch_step(self, loss, max_norm)
+            return
         for group in self.param_groups:
             for p in group["params"]:
                 p.grad = None
         params = [p for group in self.param_groups for p in group["params"]]
-        # only the stepped parameters' gradients: an actor's loss runs through the
-        # critics, whose weight gradients it would otherwise compute and throw away
-        loss.backward(inputs=params)
+        loss.backward(inputs=params)  # as torch_step: the stepped parameters' only
         average_gradients(params)
         grads = [p.grad for p in params if p.grad is not None]
         if not grads:  # the loss reaches none of them: nothing to step
