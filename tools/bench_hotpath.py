@@ -435,6 +435,7 @@ def run_case(name: str, overrides: list[str], num_envs: int, args, device) -> di
         "iteration_ms_per_update": round(iter_m, 4),
         "iteration_ms_per_frame": round(statistics.median(iter_frame_ms), 4),
         "learn_over_bare": round(learn_m / bare_m, 3),
+        "learn_over_bare_optim": round(learn_m / statistics.median(optim_ms), 3),
         "iteration_over_bare": round(iter_m / bare_m, 3),
         "rounds_ms": {
             "bare": [round(x, 4) for x in bare_ms],

@@ -21,6 +21,8 @@ def test_a_case_prints_one_record_with_the_three_sides(capsys):
         assert len(record["rounds_ms"][side]) == 2 and min(record["rounds_ms"][side]) > 0
     ratio = record["learn_ms_per_update"] / record["bare_ms_per_update"]
     assert record["learn_over_bare"] == pytest.approx(ratio, rel=1e-2)
+    ratio = record["learn_ms_per_update"] / record["bare_optim_ms_per_update"]
+    assert record["learn_over_bare_optim"] == pytest.approx(ratio, rel=1e-2)
     assert record["torch_threads"] == 1 and record["commit"] is not None
 
 
