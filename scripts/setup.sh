@@ -18,6 +18,6 @@ fi
 # Reinstall only when pyproject.toml changed since the last successful install.
 stamp=.venv/.gpurl-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "$VPY" -m pip install -q -e ".[dev,launchers,stats,docs,envpool,dmc,vmas]"
+  "$VPY" -m pip install -q -e ".[dev,launchers,stats,docs,envpool,dmc,mujoco,vmas]"
   touch "$stamp"
 fi

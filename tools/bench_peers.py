@@ -7,6 +7,7 @@
     python tools/bench_peers.py solve --task acrobot --seeds 0 1 2 3 4
     python tools/bench_peers.py solve --task pendulum --impls gpurl:pendulum_sac_zoo sb3:sac
     python tools/bench_peers.py solve --task lunarlander --seeds 0 1 2 3 4
+    python tools/bench_peers.py solve --task halfcheetah --seeds 0 1 2     # MuJoCo: SAC, TD3
     python tools/bench_peers.py atari --frames 20480 --seeds 0
 
 Cases:
@@ -34,6 +35,10 @@ solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 
        With --stop-at-threshold it is a race: both sides end at the threshold (gpurl:
        trainer.stop_at_return), and gpurl's own presets for the task run (acrobot_dqn,
        pendulum_sac_gym: more envs, fewer updates per frame, smaller networks).
+       MuJoCo (the `mujoco` extra): HalfCheetah-v5 and Hopper-v5 with SAC and TD3 at
+       the zoo's settings on both sides (halfcheetah_sac_zoo, halfcheetah_td3_zoo,
+       hopper_sac_zoo, hopper_td3_zoo), 100k steps: no threshold, an equal-work
+       comparison of the final return and the training time.
 atari  Breakout through envpool: gpurl's atari_breakout_ppo and atari_breakout_pqn at
        --frames, beside the published figures of CleanRL's ppo_atari_envpool and of
        PQN (purejaxql), quoted with their source in tools/peers/published.yaml.
@@ -84,6 +89,9 @@ TASKS = {
     "pendulum": {"threshold": -200.0, "gym_id": "Pendulum-v1", "eval_interval": 2000},
     "acrobot": {"threshold": -100.0, "gym_id": "Acrobot-v1", "eval_interval": 5000},
     "lunarlander": {"threshold": 200.0, "gym_id": "LunarLander-v3", "eval_interval": 5000},
+    # MuJoCo (the mujoco extra): no threshold, an equal-work comparison of returns and time
+    "halfcheetah": {"threshold": None, "gym_id": "HalfCheetah-v5", "eval_interval": 10000},
+    "hopper": {"threshold": None, "gym_id": "Hopper-v5", "eval_interval": 10000},
 }
 SOLVE_IMPLS = {
     "cartpole": [
@@ -103,6 +111,8 @@ SOLVE_IMPLS = {
     ],
     "acrobot": ["gpurl:acrobot_dqn", "gpurl:acrobot_dqn_zoo", "sb3:dqn"],
     "lunarlander": ["gpurl:lunarlander_dqn_zoo", "sb3:dqn"],
+    "halfcheetah": ["gpurl:halfcheetah_sac_zoo", "sb3:sac", "gpurl:halfcheetah_td3_zoo", "sb3:td3"],
+    "hopper": ["gpurl:hopper_sac_zoo", "sb3:sac", "gpurl:hopper_td3_zoo", "sb3:td3"],
 }
 
 # RL Zoo (DLR-RM/rl-baselines3-zoo, commit 22e3ff2): hyperparams/dqn.yml, ppo.yml,
@@ -177,6 +187,28 @@ ZOO = {
 
 # the zoo's LunarLander-v3 entry is its Acrobot-v1 one (lunarlander_dqn_zoo does that work)
 ZOO[("lunarlander", "dqn")] = ZOO[("acrobot", "dqn")]
+# MuJoCo: the zoo's HalfCheetah-v4 entries (its Hopper-v4 ones are the same), at 100k of
+# their 1M steps
+ZOO[("halfcheetah", "sac")] = {
+    "n_timesteps": 100_000,
+    "n_envs": 1,
+    "kwargs": dict(learning_starts=10_000),
+}
+ZOO[("halfcheetah", "td3")] = {
+    "n_timesteps": 100_000,
+    "n_envs": 1,
+    "kwargs": dict(
+        learning_starts=10_000,
+        noise_std=0.1,
+        train_freq=1,
+        gradient_steps=1,
+        learning_rate=1e-3,
+        batch_size=256,
+        policy_kwargs=dict(net_arch=[400, 300]),
+    ),
+}
+ZOO[("hopper", "sac")] = ZOO[("halfcheetah", "sac")]
+ZOO[("hopper", "td3")] = ZOO[("halfcheetah", "td3")]
 
 
 class Skip(Exception):
@@ -581,12 +613,18 @@ def run_sb3(
             if self.num_timesteps < self.next_eval:
                 return True
             self.next_eval += eval_interval
-            return not (self._evaluate() >= threshold and stop)
+            reached = self._evaluate() >= threshold if threshold is not None else False
+            return not (reached and stop)
 
     callback = Evaluations()
     started = time.perf_counter()
     model.learn(total_timesteps=zoo["n_timesteps"], callback=callback)
-    stopped = bool(callback.history) and callback.history[-1][1] >= threshold and stop
+    stopped = (
+        stop
+        and threshold is not None
+        and bool(callback.history)
+        and callback.history[-1][1] >= threshold
+    )
     if not stopped and (not callback.history or callback.history[-1][0] < model.num_timesteps):
         callback._evaluate()  # the final evaluation, at the last step
     wall = time.perf_counter() - started
@@ -629,7 +667,7 @@ def case_solve(args) -> list[dict]:
             try:
                 if side == "gpurl":
                     overrides = [f"trainer.eval_interval={common['eval_interval']}"]
-                    if args.stop_at_threshold:
+                    if args.stop_at_threshold and task["threshold"] is not None:
                         overrides.append(f"trainer.stop_at_return={task['threshold']}")
                     run_dir = ROOT / "runs" / "peers" / f"solve_{name}_s{seed}"
                     summary = run_gpurl(name, seed, overrides, run_dir)
