@@ -11,8 +11,9 @@ concatenated:
 - an image: [C, H, W], or [H, W] of integers, through the Nature-DQN convolutions
   (`cnn: nature`, the default) or the tile-grid convolutions (`cnn: tile`: an 8 x 8
   stride-8 convolution that sees each 8 x 8 tile of a Game-Boy-like frame once, 72 x 80
-  -> 9 x 10 tiles, then a 3 x 3 convolution over the tile grid) or MinAtar's one layer
-  (`cnn: minatar`: 16 3 x 3 filters, stride 1, for 10 x 10 grids), scaled to [0, 1] by
+  -> 9 x 10 tiles, then a 3 x 3 convolution over the tile grid), MinAtar's one layer
+  (`cnn: minatar`: 16 3 x 3 filters, stride 1, for 10 x 10 grids) or none (`cnn: flat`:
+  the frame flattened into the Linear layer, an MLP), scaled to [0, 1] by
   the spec's bounds (gpurl's 4-shade pixels are 0..3: divided by 3, never by a guessed
   255; an unbounded uint8 image is divided by 255);
 - anything else is flattened.
@@ -83,12 +84,14 @@ def is_image(shape: torch.Size, dtype: torch.dtype) -> bool:
     )
 
 
-CNN_KINDS = ("nature", "tile", "minatar")
+CNN_KINDS = ("nature", "tile", "minatar", "flat")
 INITS = ("default", "orthogonal")
 TILE_PIXELS = 8  # gpurl's pixel worlds (and the Game Boy) draw 8 x 8-pixel tiles
 
 
 def _convolutions(kind: str, c: int) -> nn.Sequential:
+    if kind == "flat":  # no convolution: the frame's values into the Linear layer
+        return nn.Sequential(nn.Flatten())
     if kind == "nature":  # Mnih et al. 2015: 8x8/4, 4x4/2, 3x3/1
         layers = [nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2)]
         layers += [nn.ReLU(), nn.Conv2d(64, 64, 3, stride=1)]
@@ -117,8 +120,10 @@ class CNNEncoder(nn.Module):
     value range (low, high), then Linear+ReLU to `features`. `kind`: "nature" (the
     Nature-DQN convolutions), "tile" (72 x 80 frames -> a 9 x 10 grid of 8 x 8 tiles, 32
     channels each, then a 3 x 3 convolution: a quarter of the Nature stack's
-    multiply-adds on these frames) or "minatar" (the MinAtar paper's one layer of 16
-    3 x 3 filters, stride 1: 10 x 10 grids -> 16 x 8 x 8)."""
+    multiply-adds on these frames), "minatar" (the MinAtar paper's one layer of 16
+    3 x 3 filters, stride 1: 10 x 10 grids -> 16 x 8 x 8) or "flat" (no convolution:
+    the scaled frame flattened into the Linear layer, an MLP's first layer, as
+    gymnax-blines' MinAtar PPO reads its grids)."""
 
     def __init__(
         self,
@@ -216,7 +221,7 @@ class EncoderConfig(Schema):
     cnn: str = key(
         "nature",
         "images: nature (the Nature-DQN convolutions) | tile (8 x 8 tiles, then 3 x 3) | "
-        "minatar (16 3 x 3 filters, for 10 x 10 grids)",
+        "minatar (16 3 x 3 filters, for 10 x 10 grids) | flat (no convolution: an MLP)",
         choices=CNN_KINDS,
     )
     cnn_features: int = key(512, "images: features out of the CNN", ge=1)
