@@ -8,6 +8,7 @@
     python tools/bench_peers.py solve --task pendulum --impls gpurl:pendulum_sac_zoo sb3:sac
     python tools/bench_peers.py solve --task lunarlander --seeds 0 1 2 3 4
     python tools/bench_peers.py solve --task halfcheetah --seeds 0 1 2     # MuJoCo: SAC, TD3
+    python tools/bench_peers.py solve --task cartpole_masked --seeds 0 1 2 3 4 --stop-at-threshold
     python tools/bench_peers.py atari --frames 20480 --seeds 0
 
 Cases:
@@ -22,7 +23,10 @@ vmas   VMAS navigation against BenchMARL 1.5.2 (TorchRL + Hydra MARL). Each Benc
        BenchMARL requires and its MLP models never import) cannot load against the CPU
        torch, a stub module stands first on that script's path; the record says so.
 solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 475,
-       Pendulum >= -200, Acrobot >= -100 and LunarLander >= 200. SB3 runs the RL Zoo's
+       Pendulum >= -200, Acrobot >= -100, LunarLander >= 200, and CartPole without its
+       velocities >= 475 (cartpole_masked: gpurl's recurrent PPO, ppo_cartpole_masked_lstm,
+       against sb3-contrib's RecurrentPPO on the zoo's CartPoleNoVel-v1 settings, its
+       observations and rewards normalised as the zoo does). SB3 runs the RL Zoo's
        tuned hyperparameters (ZOO, below); gpurl runs its presets. Three presets do the
        zoo's work on Gymnasium's env (the same batch, network, update ratio, targets and
        exploration): acrobot_dqn_zoo, lunarlander_dqn_zoo and pendulum_sac_zoo; beside
@@ -53,6 +57,7 @@ commit, the device, and notes on what differs between the two sides.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -89,6 +94,15 @@ TASKS = {
     "pendulum": {"threshold": -200.0, "gym_id": "Pendulum-v1", "eval_interval": 2000},
     "acrobot": {"threshold": -100.0, "gym_id": "Acrobot-v1", "eval_interval": 5000},
     "lunarlander": {"threshold": 200.0, "gym_id": "LunarLander-v3", "eval_interval": 5000},
+    # CartPole with its velocities hidden: gpurl's env.observe_velocity=false; SB3's env is
+    # Gymnasium's CartPole-v1 with observation entries 1 and 3 zeroed (the zoo's
+    # CartPoleNoVel-v1)
+    "cartpole_masked": {
+        "threshold": 475.0,
+        "gym_id": "CartPole-v1",
+        "eval_interval": 5120,
+        "hide": [1, 3],
+    },
     # MuJoCo (the mujoco extra): no threshold, an equal-work comparison of returns and time
     "halfcheetah": {"threshold": None, "gym_id": "HalfCheetah-v5", "eval_interval": 10000},
     "hopper": {"threshold": None, "gym_id": "Hopper-v5", "eval_interval": 10000},
@@ -111,6 +125,7 @@ SOLVE_IMPLS = {
     ],
     "acrobot": ["gpurl:acrobot_dqn", "gpurl:acrobot_dqn_zoo", "sb3:dqn"],
     "lunarlander": ["gpurl:lunarlander_dqn_zoo", "sb3:dqn"],
+    "cartpole_masked": ["gpurl:ppo_cartpole_masked_lstm", "sb3:ppo_lstm"],
     "halfcheetah": ["gpurl:halfcheetah_sac_zoo", "sb3:sac", "gpurl:halfcheetah_td3_zoo", "sb3:td3"],
     "hopper": ["gpurl:hopper_sac_zoo", "sb3:sac", "gpurl:hopper_td3_zoo", "sb3:td3"],
 }
@@ -205,6 +220,31 @@ ZOO[("halfcheetah", "td3")] = {
         learning_rate=1e-3,
         batch_size=256,
         policy_kwargs=dict(net_arch=[400, 300]),
+    ),
+}
+# sb3-contrib's RecurrentPPO: the zoo's hyperparams/ppo_lstm.yml, CartPoleNoVel-v1 (its
+# observations and rewards normalised by VecNormalize)
+ZOO[("cartpole_masked", "ppo_lstm")] = {
+    "n_timesteps": 100_000,
+    "n_envs": 8,
+    "normalize": True,
+    "policy": "MlpLstmPolicy",
+    "kwargs": dict(
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate="lin_0.001",
+        clip_range="lin_0.2",
+        policy_kwargs=dict(
+            ortho_init=False,
+            activation_fn="relu",
+            lstm_hidden_size=64,
+            enable_critic_lstm=True,
+            net_arch=dict(pi=[64], vf=[64]),
+        ),
     ),
 }
 ZOO[("hopper", "sac")] = ZOO[("halfcheetah", "sac")]
@@ -554,6 +594,24 @@ def case_vmas(args) -> list[dict]:
 
 
 # -- Stable-Baselines3 ---------------------------------------------------------------------
+def hide_entries(env, entries: list[int]):
+    """`env` with the observation entries `entries` zeroed on every observation (the
+    zoo's NoVel envs: CartPole's velocities are entries 1 and 3)."""
+    import gymnasium as gym
+    import numpy as np
+
+    class Hidden(gym.ObservationWrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.keep = np.ones(env.observation_space.shape, dtype=np.float32)
+            self.keep[entries] = 0.0
+
+        def observation(self, observation):
+            return observation * self.keep
+
+    return Hidden(env)
+
+
 def run_sb3(
     task: str, algo: str, seed: int, eval_interval: int, stop: bool, flush_denormal: bool = False
 ) -> dict:
@@ -567,6 +625,7 @@ def run_sb3(
         from stable_baselines3.common.evaluation import evaluate_policy
         from stable_baselines3.common.monitor import Monitor
         from stable_baselines3.common.noise import NormalActionNoise
+        from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
     except ImportError as err:
         hint = "pip install -e '.[peers]'"
         raise Skip(f"stable-baselines3 is not installed ({err}): {hint}") from None
@@ -580,16 +639,36 @@ def run_sb3(
             start = float(value.removeprefix("lin_"))
             kwargs[key] = lambda remaining, start=start: remaining * start
     gym_id, threshold = TASKS[task]["gym_id"], TASKS[task]["threshold"]
-    env = make_vec_env(gym_id, n_envs=zoo["n_envs"], seed=seed)
+    hidden = TASKS[task].get("hide")
+
+    def make(**_) -> gym.Env:
+        made = gym.make(gym_id)
+        return made if hidden is None else hide_entries(made, hidden)
+
+    env = make_vec_env(make, n_envs=zoo["n_envs"], seed=seed)
+    eval_env = DummyVecEnv([lambda: Monitor(make())])
+    eval_env.seed(seed + 10_000)  # gpurl's evaluation envs: seed + 10,000
+    if zoo.get("normalize"):  # the zoo's VecNormalize; evaluation reads its running stats
+        env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99))
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     if "noise_std" in kwargs:
         n = env.action_space.shape[0]
         sigma = kwargs.pop("noise_std") * np.ones(n)
         kwargs["action_noise"] = NormalActionNoise(mean=np.zeros(n), sigma=sigma)
-    model_class = {"dqn": sb3.DQN, "ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}[algo]
+    if isinstance(kwargs.get("policy_kwargs", {}).get("activation_fn"), str):
+        policy_kwargs = dict(kwargs["policy_kwargs"])
+        policy_kwargs["activation_fn"] = {"relu": torch.nn.ReLU}[policy_kwargs["activation_fn"]]
+        kwargs["policy_kwargs"] = policy_kwargs
+    model_class = {"dqn": sb3.DQN, "ppo": sb3.PPO, "sac": sb3.SAC, "td3": sb3.TD3}.get(algo)
+    if algo == "ppo_lstm":
+        try:
+            from sb3_contrib import RecurrentPPO as model_class
+        except ImportError as err:
+            hint = "pip install -e '.[peers]'"
+            raise Skip(f"sb3-contrib is not installed ({err}): {hint}") from None
     torch.set_flush_denormal(flush_denormal)  # this process's: set for each run
-    model = model_class("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
-    eval_env = Monitor(gym.make(gym_id))
-    eval_env.reset(seed=seed + 10_000)  # gpurl's evaluation envs: seed + 10,000
+    policy = zoo.get("policy", "MlpPolicy")
+    model = model_class(policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
 
     class Evaluations(BaseCallback):
         """Greedy return on 10 episodes every eval_interval steps; its time kept apart."""
@@ -604,6 +683,8 @@ def run_sb3(
         def _evaluate(self) -> float:
             began = time.perf_counter()
             train_s = began - self.started - self.eval_s
+            if isinstance(eval_env, VecNormalize):
+                eval_env.obs_rms = copy.deepcopy(self.model.get_vec_normalize_env().obs_rms)
             mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=10, deterministic=True)
             self.eval_s += time.perf_counter() - began
             self.history.append([self.num_timesteps, float(mean), round(train_s, 2)])
@@ -643,7 +724,12 @@ def run_sb3(
         "stopped_at_threshold": stopped,
         **first_reaching(history, threshold),
         "versions": {"stable-baselines3": sb3.__version__, "gymnasium": gym.__version__},
-        "zoo": {"n_timesteps": zoo["n_timesteps"], "n_envs": zoo["n_envs"], **zoo["kwargs"]},
+        "zoo": {
+            "n_timesteps": zoo["n_timesteps"],
+            "n_envs": zoo["n_envs"],
+            **{k: zoo[k] for k in ("normalize", "policy") if k in zoo},
+            **zoo["kwargs"],
+        },
         "flush_denormal": flush_denormal,
     }
 

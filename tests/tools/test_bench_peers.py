@@ -118,6 +118,29 @@ def test_sb3_side_records_evaluations_and_the_threshold(monkeypatch):
     assert 0 < record["train_s"] <= record["wall_time_s"]
 
 
+def test_sb3_recurrent_ppo_runs_on_cartpole_without_velocities(monkeypatch):
+    """sb3-contrib's RecurrentPPO, the zoo's CartPoleNoVel-v1 settings at a tiny budget:
+    its observations normalised by VecNormalize, evaluated through the running stats."""
+    pytest.importorskip("sb3_contrib")
+    zoo = dict(bench_peers.ZOO[("cartpole_masked", "ppo_lstm")])
+    zoo["n_timesteps"] = 512
+    zoo["kwargs"] = {**zoo["kwargs"], "n_epochs": 1}
+    monkeypatch.setitem(bench_peers.ZOO, ("cartpole_masked", "ppo_lstm"), zoo)
+    record = bench_peers.run_sb3("cartpole_masked", "ppo_lstm", 0, eval_interval=256, stop=False)
+    assert [h[0] for h in record["eval_history"]] == [256, 512]
+    assert record["threshold"] == 475.0 and record["eval_return"] > 0
+    assert record["zoo"]["normalize"] and record["zoo"]["policy"] == "MlpLstmPolicy"
+
+
+def test_hidden_entries_are_zero_in_every_observation():
+    gym = pytest.importorskip("gymnasium")
+    env = bench_peers.hide_entries(gym.make("CartPole-v1"), [1, 3])
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        assert obs[1] == 0 and obs[3] == 0 and obs[2] != 0
+        obs, *_ = env.step(0)
+
+
 def test_published_figures_name_their_source():
     published = yaml.safe_load(bench_peers.PUBLISHED.read_text())
     impls = {p["impl"] for p in published["breakout"]}
