@@ -187,6 +187,31 @@ class Agent:
     #: (trainers/sequence_replay.py)
     recurrent: bool = False
 
+    def refuse_recurrent(self, recurrent: str, eager_update: bool = False) -> None:
+        """What agent.recurrent does not run with yet, each refused in one line: many
+        seeds in one process, compiled or captured acting (and compile.update where the
+        sequence update runs eagerly only: `eager_update`), multi-robot envs."""
+        fix = f"drop agent.recurrent={recurrent}"
+        if self.runs.many:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} trains one seed per process: drop "
+                f"trainer.num_seeds, or {fix}"
+            )
+        compiled = self.compile.cudagraphs or self.compile.policy
+        if compiled or (eager_update and self.compile.update):
+            keys = ["compile.cudagraphs", "compile.policy"]
+            keys = ["compile.update", *keys] if eager_update else keys
+            settings = ", ".join(f"{k}=false" for k in keys[:-1]) + f" and {keys[-1]}=false"
+            what = "its sequences and hidden state" if eager_update else "its hidden state"
+            raise ConfigError(
+                f"agent.recurrent={recurrent} runs {what} eagerly: set {settings}, or {fix}"
+            )
+        if self.info.multi_agent:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
+                f"has a robot group {tuple(self.info.group_shape)}): {fix}"
+            )
+
     def acting_state(self) -> dict[str, Tensor]:
         """The acting policy's state that carries over from one collected batch to the
         next (a recurrent hidden state [num_envs, ...]): checkpointed by the trainer

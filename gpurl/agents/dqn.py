@@ -190,24 +190,11 @@ class DQNAgent(OffPolicyAgent):
             (self.q_target, self.q),
         )
 
-    def refuse_recurrent(self, recurrent: str) -> None:
-        """What agent.recurrent does not run with yet, each refused in one line."""
+    def refuse_recurrent(self, recurrent: str, eager_update: bool = True) -> None:
+        """The base refusals (the sequence update runs eagerly), and a subclass that
+        changes DQN's loss on transitions only."""
+        super().refuse_recurrent(recurrent, eager_update=True)
         fix = f"drop agent.recurrent={recurrent}"
-        if self.runs.many:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} trains one seed per process: drop "
-                f"trainer.num_seeds, or {fix}"
-            )
-        if self.compile.update or self.compile.cudagraphs or self.compile.policy:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} runs its sequences and hidden state eagerly: set "
-                f"compile.update=false, compile.cudagraphs=false and compile.policy=false, or {fix}"
-            )
-        if self.info.multi_agent:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
-                f"has a robot group {tuple(self.info.group_shape)}): {fix}"
-            )
         agent = type(self)
         if agent.learn is not DQNAgent.learn and agent.learn_sequences is DQNAgent.learn_sequences:
             # a subclass's own loss (soft Q-learning, say) would silently become DQN's

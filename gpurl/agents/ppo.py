@@ -235,7 +235,7 @@ class PPOAgent(OnPolicyAgent):
         hidden = list(cfg.hidden)
         recurrent = cfg.get("recurrent")
         if recurrent:
-            self.refuse_recurrent(recurrent, critic)
+            self.refuse_recurrent(recurrent)  # a multi-robot env (any critic) among them
         # one trunk for both heads, or a trunk each
         runs = self.runs
         self.encoder = self.core = None
@@ -295,25 +295,6 @@ class PPOAgent(OnPolicyAgent):
         # a multi-robot env's mask of the robots that act (none: every slot is a sample)
         self.valid_key = info.valid_key
         self.learn_step = self.compiled(self.learn)
-
-    def refuse_recurrent(self, recurrent: str, critic: str) -> None:
-        """What agent.recurrent does not run with yet, each refused in one line."""
-        info, fix = self.info, f"drop agent.recurrent={recurrent}"
-        if self.runs.many:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} trains one seed per process: drop "
-                f"trainer.num_seeds, or {fix}"
-            )
-        if self.compile.cudagraphs or self.compile.policy:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} carries its hidden state in eager acting only: "
-                f"set compile.cudagraphs=false and compile.policy=false, or {fix}"
-            )
-        if info.multi_agent or critic != "local":
-            raise ConfigError(
-                f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
-                f"has a robot group {tuple(info.group_shape)}): {fix}"
-            )
 
     def clips(self, cfg) -> tuple[float | None, float | None]:
         """(surrogate clip, value clip); None where off (a null or non-positive value)."""

@@ -143,20 +143,6 @@ class PQNAgent(OnPolicyAgent):
         self.mask_key = info.action_mask_key
         self.learn_step = self.compiled(self.learn)
 
-    def refuse_recurrent(self, recurrent: str) -> None:
-        """What agent.recurrent does not run with yet, each refused in one line."""
-        fix = f"drop agent.recurrent={recurrent}"
-        if self.runs.many:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} trains one seed per process: drop "
-                f"trainer.num_seeds, or {fix}"
-            )
-        if self.compile.cudagraphs or self.compile.policy:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} carries its hidden state in eager acting only: "
-                f"set compile.cudagraphs=false and compile.policy=false, or {fix}"
-            )
-
     def modules(self):
         if self.core is None:
             return {"q": self.q}
