@@ -75,7 +75,13 @@ from gpurl.policies import (
     with_features,
 )
 from gpurl.policies.networks import FEATURES, EncoderConfig
-from gpurl.policies.recurrent import RECURRENT_KINDS, RECURRENT_STATE, RecurrentCore
+from gpurl.policies.recurrent import (
+    RECURRENT_KINDS,
+    RECURRENT_STATE,
+    RecurrentCore,
+    features_from,
+    next_features,
+)
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 CRITICS = ("local", "central")
@@ -320,18 +326,12 @@ class PPOAgent(OnPolicyAgent):
         if self.core is None:
             return self.critic(with_features(self.encoder, obs))
         # the observation the policy acts on next, from the state it acts with
-        out, _ = self.core.step(self.encoder(obs), self.core.state)
-        return self.critic(obs.clone(recurse=False).set(FEATURES, out))
+        return self.critic(features_from(self.encoder, self.core, obs, self.core.state))
 
     def next_values(self, rollout: TensorDict) -> Tensor:
         if self.core is None:
             return super().next_values(rollout)
-        # each step's state after it (before any reset), s_t+1 = f(x_t, s_t) from the
-        # stored s_t, then V of the next observation from it: two batched steps
-        _, after = self.core.step(self.encoder(rollout), rollout.get(RECURRENT_STATE))
-        nxt = rollout.get("next")
-        out, _ = self.core.step(self.encoder(nxt), after)
-        return self.critic(nxt.clone(recurse=False).set(FEATURES, out))
+        return self.critic(next_features(self.encoder, self.core, rollout))
 
     @torch.no_grad()
     def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:

@@ -66,7 +66,13 @@ from gpurl.policies import (
     make_exploration,
 )
 from gpurl.policies.networks import FEATURES, EncoderConfig
-from gpurl.policies.recurrent import RECURRENT_KINDS, RECURRENT_STATE, RecurrentCore
+from gpurl.policies.recurrent import (
+    RECURRENT_KINDS,
+    RECURRENT_STATE,
+    RecurrentCore,
+    features_from,
+    next_features,
+)
 
 
 @declare(name="pqn", lr=1.0e-4, epochs=4, minibatches=16, epsilon_frames=20000)
@@ -167,20 +173,15 @@ class PQNAgent(OnPolicyAgent):
     def value(self, obs) -> Tensor:
         """max_a Q(s, a) over the legal actions; recurrent: from the state the policy acts
         with next."""
-        if self.core is None:
-            return self.max_q(obs, self.q(obs))
-        out, _ = self.core.step(self.encoder(obs), self.core.state)
-        return self.max_q(obs, self.q(obs.clone(recurse=False).set(FEATURES, out)))
+        if self.core is not None:
+            obs = features_from(self.encoder, self.core, obs, self.core.state)
+        return self.max_q(obs, self.q(obs))
 
     def next_values(self, rollout: TensorDict) -> Tensor:
         if self.core is None:
             return super().next_values(rollout)
-        # each step's state after it (before any reset), from the stored state, then
-        # max Q of the next observation from it: two batched steps
-        _, after = self.core.step(self.encoder(rollout), rollout.get(RECURRENT_STATE))
-        nxt = rollout.get("next")
-        out, _ = self.core.step(self.encoder(nxt), after)
-        return self.max_q(nxt, self.q(nxt.clone(recurse=False).set(FEATURES, out)))
+        nxt = next_features(self.encoder, self.core, rollout)
+        return self.max_q(nxt, self.q(nxt))
 
     @torch.no_grad()
     def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:

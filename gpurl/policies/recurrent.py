@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from gpurl.errors import ConfigError
+from gpurl.policies.networks import FEATURES
 
 RECURRENT_STATE = "recurrent_state"
 IS_INIT = "is_init"  # TorchRL's flag of a step that begins an episode (InitTracker)
@@ -130,3 +131,19 @@ class RecurrentCore(nn.Module):
         """Fresh episodes ahead: the evaluation state restarts from zeros."""
         if self.eval_state is not None:
             self.eval_state.zero_()
+
+
+# -- the bootstrap of recurrent on-policy agents --------------------------------------------
+def features_from(encoder: nn.Module, core: RecurrentCore, obs, state: Tensor):
+    """`obs` (a shallow copy) with the core's output for it from `state` as its
+    FEATURES: what the heads read for an observation acted on from that state."""
+    out, _ = core.step(encoder(obs), state)
+    return obs.clone(recurse=False).set(FEATURES, out)
+
+
+def next_features(encoder: nn.Module, core: RecurrentCore, rollout):
+    """The rollout's next observations [T, N] with their features: each step's state
+    after it (before any reset), from the state the rollout stored, then one step on
+    the next observation from it. Two batched core steps, no loop over T."""
+    _, after = core.step(encoder(rollout), rollout.get(RECURRENT_STATE))
+    return features_from(encoder, core, rollout.get("next"), after)
