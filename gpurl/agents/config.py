@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpurl.core.config import Schema, declare, group, key
 from gpurl.policies.networks import EncoderConfig
+from gpurl.policies.recurrent import RECURRENT_KINDS
 
 
 def hidden_key(default: list[int], doc: str = "hidden layer widths after the encoder"):
@@ -28,6 +29,18 @@ def gamma_key(default: float = 0.99):
 
 def max_grad_norm_key(default: float | None):
     return key(default, "gradient-norm clip; null = no clipping", gt=0)
+
+
+def recurrent_key(trained: str, **meta):
+    """agent.recurrent: null, or the kind of one recurrent layer (`trained`: how it
+    learns, for the key's doc)."""
+    return key(
+        None, f"null | lstm | gru: one recurrent layer {trained}", choices=RECURRENT_KINDS, **meta
+    )
+
+
+def recurrent_hidden_key():
+    return key(128, "the recurrent layer's hidden units", ge=1)
 
 
 def tau_key(default: float = 0.005):

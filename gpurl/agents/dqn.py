@@ -39,7 +39,7 @@ from gpurl.agents.base import (
     scalars,
     target_copy,
 )
-from gpurl.agents.config import QLearningConfig
+from gpurl.agents.config import QLearningConfig, recurrent_hidden_key, recurrent_key
 from gpurl.core.compile import EAGER
 from gpurl.core.config import declare, key
 from gpurl.core.private import unchecked_tensordict
@@ -55,7 +55,7 @@ from gpurl.policies import (
     resample_noise,
 )
 from gpurl.policies.networks import FEATURES
-from gpurl.policies.recurrent import RECURRENT_KINDS, RECURRENT_STATE, RecurrentCore
+from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
 
 
 def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -86,14 +86,11 @@ class DQNConfig(QLearningConfig):
         True, "Double-Q: the online net picks the next action, the target net values it"
     )
     loss: str = key("huber", "huber | mse", choices=("huber", "mse"))
-    recurrent: str | None = key(
-        None,
-        "null | lstm | gru: one recurrent layer between the encoder and the Q head, trained "
-        "from replayed sequences (R2D2)",
-        choices=RECURRENT_KINDS,
+    recurrent: str | None = recurrent_key(
+        "between the encoder and the Q head, trained from replayed sequences (R2D2)",
         note=("recurrent DQN (R2D2): sequence replay, read with agent.recurrent only",),
     )
-    recurrent_hidden: int = key(128, "the recurrent layer's hidden units", ge=1)
+    recurrent_hidden: int = recurrent_hidden_key()
     sequence_length: int = key(
         40, "trained steps per replayed sequence (R2D2: 80; halved for small tasks)", ge=1
     )

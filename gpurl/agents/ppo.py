@@ -55,7 +55,14 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 
 from gpurl.agents.base import OnPolicyAgent, clip_and_step, make_optimizer, scalars
-from gpurl.agents.config import OnPolicyConfig, encoder_key, hidden_key, max_grad_norm_key
+from gpurl.agents.config import (
+    OnPolicyConfig,
+    encoder_key,
+    hidden_key,
+    max_grad_norm_key,
+    recurrent_hidden_key,
+    recurrent_key,
+)
 from gpurl.core.compile import EAGER
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
@@ -76,7 +83,6 @@ from gpurl.policies import (
 )
 from gpurl.policies.networks import FEATURES, EncoderConfig
 from gpurl.policies.recurrent import (
-    RECURRENT_KINDS,
     RECURRENT_STATE,
     RecurrentCore,
     features_from,
@@ -193,13 +199,11 @@ class ActorCriticConfig(OnPolicyConfig):
         "V of the group's observations and the robot's index)",
         choices=CRITICS,
     )
-    recurrent: str | None = key(
-        None,
-        "null | lstm | gru: one recurrent layer, shared by actor and critic, between the "
-        "(then shared) encoder and the trunks; trained by backpropagation through the rollout",
-        choices=RECURRENT_KINDS,
+    recurrent: str | None = recurrent_key(
+        "shared by actor and critic, between the (then shared) encoder and the trunks; "
+        "trained by backpropagation through the rollout"
     )
-    recurrent_hidden: int = key(128, "the recurrent layer's hidden units", ge=1)
+    recurrent_hidden: int = recurrent_hidden_key()
     encoder: EncoderConfig = encoder_key()
 
 

@@ -50,6 +50,8 @@ from gpurl.agents.config import (
     encoder_key,
     hidden_key,
     max_grad_norm_key,
+    recurrent_hidden_key,
+    recurrent_key,
 )
 from gpurl.agents.dqn import masked_q
 from gpurl.core.compile import EAGER
@@ -67,7 +69,6 @@ from gpurl.policies import (
 )
 from gpurl.policies.networks import FEATURES, EncoderConfig
 from gpurl.policies.recurrent import (
-    RECURRENT_KINDS,
     RECURRENT_STATE,
     RecurrentCore,
     features_from,
@@ -88,13 +89,11 @@ class PQNConfig(EpsilonGreedyKeys, OnPolicyConfig):
     reward_scale: float = key(0.1, "rewards are multiplied by this in the targets", gt=0)
     loss: str = key("mse", "mse (0.5 (Q - G)^2) | huber", choices=("mse", "huber"))
     max_grad_norm: float | None = max_grad_norm_key(10.0)
-    recurrent: str | None = key(
-        None,
-        "null | lstm | gru: one recurrent layer between the encoder and the Q head; trained "
-        "by backpropagation through the rollout, minibatches of whole env sequences",
-        choices=RECURRENT_KINDS,
+    recurrent: str | None = recurrent_key(
+        "between the encoder and the Q head; trained by backpropagation through the "
+        "rollout, minibatches of whole env sequences"
     )
-    recurrent_hidden: int = key(128, "the recurrent layer's hidden units", ge=1)
+    recurrent_hidden: int = recurrent_hidden_key()
     encoder: EncoderConfig = encoder_key()
 
 
