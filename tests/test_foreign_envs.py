@@ -314,3 +314,19 @@ def test_evaluation_plays_each_envs_first_episode_and_stops(direct):
     rollout = theirs.rollout(theirs.max_episode_steps, push_left, break_when_any_done=False)
     assert result["return"] == pytest.approx(first_episode_returns(rollout).mean().item())
     assert 8 <= result["return"] <= 20 and len(steps) == 16
+
+
+def test_gym_copies_step_without_a_render_mode_and_draw_once_asked():
+    """A render mode can change what a task simulates (LunarLander adds a body per flame
+    particle): the copies are made without one and set to rgb_array at the first frame."""
+    pytest.importorskip("gymnasium")
+    from gpurl.envs.gym import make_gym_env
+
+    env = make_gym_env("Acrobot-v1", 2, seed=0)
+    assert all(copy.unwrapped.render_mode is None for copy in env.vector.envs)
+    env.lean_reset()
+    env.lean_step(torch.zeros(2, dtype=torch.long))
+    frames = env.render_frames()
+    assert frames.shape[0] == 2 and frames.shape[-1] == 3 and frames.dtype == torch.uint8
+    assert all(copy.unwrapped.render_mode == "rgb_array" for copy in env.vector.envs)
+    assert frames.float().std() > 0  # a picture, not a blank

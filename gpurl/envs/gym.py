@@ -10,7 +10,11 @@ On the CPU, gpurl's lean collector steps the vector env itself (LeanGymEnv): the
 tensor's numpy view in, the step's arrays copied into tensors allocated once, the envs
 that ended reset through the vector env's reset mask. TorchRL's step, its spec checks
 and its TensorDict building cost about ten times Acrobot's own physics per step; the
-TorchRL face (env.collector=torchrl, evaluation rollouts) is the wrapper's, unchanged.
+TorchRL face (env.collector=torchrl) is the wrapper's, unchanged.
+
+The copies are made without a render mode and draw once asked (render_frames: video):
+some tasks do more work per step while any mode is set (LunarLander adds a Box2D body
+for every flame particle its engines throw, a decoration that the physics then steps).
 """
 
 from __future__ import annotations
@@ -46,8 +50,10 @@ class LeanGymEnv(ForeignEnv):
     It takes this path for a Box observation and a Discrete or Box action on the CPU,
     and ForeignEnv's otherwise."""
 
-    def __init__(self, wrapper: GymWrapper, vector, cast, max_episode_steps, collector):
-        frames = render_copies(vector) if vector.render_mode == "rgb_array" else None
+    def __init__(
+        self, wrapper: GymWrapper, vector, cast, max_episode_steps, collector, render_mode=None
+    ):
+        frames = drawn_when_asked(vector, render_mode) if render_mode == "rgb_array" else None
         super().__init__(wrapper, cast, max_episode_steps, collector, frames)
         self.vector = vector
         obs_spec = self.full_observation_spec
@@ -115,6 +121,23 @@ class LeanGymEnv(ForeignEnv):
 _FLAGS = ("terminated", "truncated", "done")
 
 
+def drawn_when_asked(vector, mode: str):
+    """render_copies(vector), the copies' render mode set to `mode` at the first call:
+    they were made without one (the module docstring says why)."""
+    frames = None
+
+    def draw() -> torch.Tensor:
+        nonlocal frames
+        if frames is None:
+            for copy in vector.envs:
+                copy.unwrapped.render_mode = mode
+            vector.render_mode = mode
+            frames = render_copies(vector)
+        return frames()
+
+    return draw
+
+
 def render_copies(vector):
     """The renderer of a vector env made with render_mode="rgb_array": every copy's
     picture as Gymnasium draws it, uint8 [N, H, W, 3] on the host."""
@@ -141,8 +164,7 @@ def render_copies(vector):
 
 def rendering(gym, env_id: str) -> str | None:
     """ "rgb_array" where the task draws pictures of itself (its metadata lists the
-    mode), else None: every copy is then made with that render mode, which draws
-    nothing until asked (video), so training steps as fast."""
+    mode), else None: the mode the copies draw in once asked (drawn_when_asked)."""
     probe = gym.make(env_id)
     modes = probe.metadata.get("render_modes", [])
     probe.close()
@@ -182,7 +204,7 @@ def make_gym_env(
         ) from err
     mode = rendering(gym, env_id)
     vector = gym.vector.SyncVectorEnv(
-        [lambda: gym.make(env_id, render_mode=mode)] * int(num_envs),
+        [lambda: gym.make(env_id)] * int(num_envs),  # no render mode until one is drawn
         autoreset_mode=gym.vector.AutoresetMode.DISABLED,
     )
     env = CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")
@@ -191,4 +213,4 @@ def make_gym_env(
     # transform moves observations and rewards to the device and actions back.
     cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
     steps = gym.spec(env_id).max_episode_steps or 1000
-    return LeanGymEnv(env, vector, cast, steps, collector)
+    return LeanGymEnv(env, vector, cast, steps, collector, render_mode=mode)
