@@ -167,9 +167,7 @@ class DQNAgent(OffPolicyAgent):
         self.eta = float(cfg.priority_eta)
         device = info.device
         self.encoder = make_encoder(info, cfg.get("encoder")).to(device)
-        self.core = RecurrentCore(
-            recurrent, self.encoder.out_features, int(cfg.recurrent_hidden), info.batch_shape
-        ).to(device)
+        self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
         self.q = QNetwork(
             SharedFeatures(self.core.out_features),
             n_actions,

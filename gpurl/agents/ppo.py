@@ -252,13 +252,7 @@ class PPOAgent(OnPolicyAgent):
         if cfg.get("shared_encoder") or recurrent:
             self.encoder = runs.build(lambda: make_encoder(info, enc)).to(device)
         if recurrent:
-            self.core = RecurrentCore(
-                recurrent,
-                self.encoder.out_features,
-                int(cfg.get("recurrent_hidden") or 128),
-                info.batch_shape,
-                device,
-            ).to(device)
+            self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
         features = self.encoder if self.core is None else self.core
 
         def trunk():

@@ -114,13 +114,7 @@ class PQNAgent(OnPolicyAgent):
         if recurrent:
             self.refuse_recurrent(recurrent)
             self.encoder = make_encoder(info, cfg.get("encoder")).to(device)
-            self.core = RecurrentCore(
-                recurrent,
-                self.encoder.out_features,
-                int(cfg.get("recurrent_hidden") or 128),
-                info.batch_shape,
-                device,
-            ).to(device)
+            self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
 
         def trunk():
             if self.core is None:

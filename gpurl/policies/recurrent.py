@@ -57,6 +57,14 @@ class RecurrentCore(nn.Module):
         self.register_buffer("state", state, persistent=False)
         self.eval_state: Tensor | None = None
 
+    @classmethod
+    def for_agent(cls, cfg, encoder: nn.Module, info) -> RecurrentCore:
+        """The core an agent config asks for (agent.recurrent, agent.recurrent_hidden)
+        on `encoder`'s features, holding the state of `info`'s training envs."""
+        hidden = int(cfg.get("recurrent_hidden") or 128)
+        core = cls(cfg.get("recurrent"), encoder.out_features, hidden, info.batch_shape)
+        return core.to(info.device)
+
     # -- one step and whole sequences --------------------------------------------------
     def step(self, x: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         """(output [*batch, H], next state [*batch, S]) of features x [*batch, F] from
