@@ -17,6 +17,8 @@ from .conftest import (
 
 CASES = {
     "dqn": ["env=cartpole", "agent=dqn"],
+    # running observation statistics, moved on once per collected batch
+    "sac_normalize": ["env=pendulum", "agent=sac", "agent.encoder.normalize=true"],
     "dqn_dueling_hard_target": [
         "env=cartpole",
         "agent=dqn",
@@ -105,6 +107,8 @@ ON_POLICY_CASES = {
     "ppo_gru": ["env=cartpole", "agent=ppo", "agent.recurrent=gru"],
     "a2c_lstm": ["env=cartpole", "agent=a2c", "agent.recurrent=lstm"],
     "pqn_gru": ["env=cartpole", "agent=pqn", "agent.recurrent=gru"],
+    # running observation statistics, moved on once per collected batch
+    "ppo_normalize": ["env=cartpole", "agent=ppo", "agent.encoder.normalize=true"],
     # V(last_obs) from the training state instead of the stored states' batched steps
     "ppo_gru_truncation_as_end": [
         "env=cartpole",

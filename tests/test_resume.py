@@ -133,6 +133,18 @@ EXACT_CASES = {
         "trainer.init_random_frames=64",
         "env.eval_envs=2",
     ],
+    # the running observation statistics carry across the checkpoint
+    "ppo_cartpole_normalize": [
+        "env=cartpole",
+        "agent=ppo",
+        "agent.encoder.normalize=true",
+        "agent.hidden=[32]",
+        "agent.anneal_lr=false",  # fixed: the halves differ in total_frames
+        "env.num_envs=4",
+        "env.eval_envs=2",
+        "trainer.rollout_steps=16",
+        "agent.minibatches=2",
+    ],
     # the acting hidden state [num_envs, 2 x hidden] carries across the checkpoint
     "ppo_cartpole_lstm": [
         "env=cartpole",

@@ -56,6 +56,7 @@ from gpurl.core.replay import ReplaySpec
 from gpurl.core.runs import ONE_RUN, RunAdam, Runs
 from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
+from gpurl.policies.networks import SpecEncoder
 from gpurl.policies.wrapper import VALUE, ActingPolicy
 
 
@@ -181,6 +182,11 @@ class Agent:
             raise ConfigError(
                 "trainer.num_seeds > 1 is not captured in CUDA graphs yet: drop compile.cudagraphs"
             )
+        if self.runs.many and (self.cfg.get("encoder") or {}).get("normalize"):
+            raise ConfigError(
+                "agent.encoder.normalize keeps one set of observation statistics, not one "
+                "per run: drop trainer.num_seeds, or agent.encoder.normalize"
+            )
 
     #: acts through a recurrent core and learns from sequences: whole env sequences
     #: [T, envs] on-policy (trainers/on_policy.py), replayed ones off-policy
@@ -211,6 +217,26 @@ class Agent:
                 f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
                 f"has a robot group {tuple(self.info.group_shape)}): {fix}"
             )
+
+    #: the encoders with running observation statistics (agent.encoder.normalize),
+    #: found once at the first `observe`
+    _normalizing: list | None = None
+
+    def observe(self, batch: TensorDict) -> None:
+        """Move the running observation statistics (agent.encoder.normalize) on by a
+        collected batch: the trainer calls it once per batch, after the updates the
+        batch paid for, so a rollout is learnt from with the statistics it was acted
+        on with. Device ops only; nothing without a normalising encoder."""
+        if self._normalizing is None:  # one module walk per run, not per iteration
+            found = {
+                id(m): m
+                for module in self.modules().values()
+                for m in module.modules()
+                if isinstance(m, SpecEncoder) and m.norms
+            }
+            self._normalizing = list(found.values())
+        for encoder in self._normalizing:
+            encoder.observe(batch)
 
     def acting_state(self) -> dict[str, Tensor]:
         """The acting policy's state that carries over from one collected batch to the

@@ -167,22 +167,62 @@ def feature_scale(scale) -> nn.Buffer | None:
     return nn.Buffer(torch.tensor(scale, dtype=torch.float32), persistent=False)
 
 
-class VectorEncoder(nn.Module):
-    """A vector entry [d] (a scalar counts as [1]), optionally embedded."""
+class RunningNorm(nn.Module):
+    """Features [..., d] standardised by a running mean and variance of the observations
+    collected (SB3's VecNormalize), clipped to +-`clip`. The statistics are persistent
+    buffers (checkpoints, exports and a trained run's policy carry them) and move only
+    by `update`, once per collected batch (Agent.observe): acting and evaluation read
+    them frozen."""
 
-    def __init__(self, shape: Sequence[int], embed: int = 0, scale=None):
+    def __init__(self, d: int, clip: float = 10.0, eps: float = 1e-8):
+        super().__init__()
+        self.clip, self.eps = float(clip), float(eps)
+        self.register_buffer("mean", torch.zeros(d))
+        self.register_buffer("var", torch.ones(d))
+        # a near-zero prior count: the first batch sets the statistics almost alone
+        self.register_buffer("count", torch.tensor(1e-4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the rows of x [..., d] into the statistics (Chan et al.'s parallel
+        update), in place on the device: no host read."""
+        x = x.reshape(-1, x.shape[-1]).float()
+        n = x.shape[0]
+        var, mean = torch.var_mean(x, dim=0, correction=0)
+        total = self.count + n
+        delta = mean - self.mean
+        m2 = self.var * self.count + var * n + delta.square() * (self.count * n / total)
+        self.mean.add_(delta * (n / total))
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+
+class VectorEncoder(nn.Module):
+    """A vector entry [d] (a scalar counts as [1]), optionally standardised by running
+    statistics (`normalize`), optionally embedded."""
+
+    def __init__(self, shape: Sequence[int], embed: int = 0, scale=None, normalize=False):
         super().__init__()
         self.ndim = len(shape)
         d = prod(shape) if shape else 1
         self.embed = nn.Sequential(nn.Linear(d, embed), nn.ReLU()) if embed else None
         self.out_features = embed or d
         self.scale = feature_scale(scale)
+        self.norm = RunningNorm(d) if normalize else None
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def flat(self, obs: torch.Tensor) -> torch.Tensor:
+        """The entry as float features [..., d], divided by its scale."""
         x = obs.unsqueeze(-1) if self.ndim == 0 else obs.flatten(obs.dim() - self.ndim)
         x = x.float()
-        if self.scale is not None:
-            x = x / self.scale
+        return x if self.scale is None else x / self.scale
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.flat(obs)
+        if self.norm is not None:
+            x = self.norm(x)
         return self.embed(x) if self.embed is not None else x
 
 
@@ -225,6 +265,11 @@ class EncoderConfig(Schema):
         choices=CNN_KINDS,
     )
     cnn_features: int = key(512, "images: features out of the CNN", ge=1)
+    normalize: bool = key(
+        False,
+        "vector entries: standardised by a running mean and variance of the observations "
+        "collected (as SB3's VecNormalize), updated once per collected batch; clipped to +-10",
+    )
     init: str = key(
         "default",
         "images: the CNN's init: default (PyTorch's) | orthogonal (gain sqrt 2, CleanRL's PPO)",
@@ -244,6 +289,7 @@ class SpecEncoder(nn.Module):
         cnn_features=512,
         cnn: str = "nature",
         init: str = "default",
+        normalize: bool = False,
     ):
         super().__init__()
         self.keys = list(info.obs_keys)
@@ -257,9 +303,22 @@ class SpecEncoder(nn.Module):
             elif is_image(shape, spec.dtype):
                 parts.append(CNNEncoder(shape, pixel_range(spec), cnn_features, cnn, init))
             else:
-                parts.append(VectorEncoder(shape, embed, scale))
+                parts.append(VectorEncoder(shape, embed, scale, normalize))
         self.parts = nn.ModuleList(parts)
         self.out_features = sum(p.out_features for p in parts)
+        # (entry, its normaliser) of every standardised vector entry
+        self.norms = [
+            (entry, part)
+            for entry, part in zip(self.keys, parts, strict=True)
+            if isinstance(part, VectorEncoder) and part.norm is not None
+        ]
+
+    @torch.no_grad()
+    def observe(self, td: TensorDictBase) -> None:
+        """Move the running statistics of the standardised entries on by the
+        observations of a collected batch `td` (any batch shape)."""
+        for entry, part in self.norms:
+            part.norm.update(part.flat(td.get(entry)))
 
     def forward(self, td: TensorDictBase) -> torch.Tensor:
         feats = []

@@ -153,6 +153,7 @@ class OnPolicyTrainer(Trainer):
                     torch.index_select(src, dim, index, out=dst)
                 self.metrics.add(self.agent.update(self._minibatch, self.progress))
                 self.progress.add_update()
+        self.agent.observe(batch)  # after learning: acting and learning saw one statistics
 
     def shuffle(self) -> None:
         """A device permutation of the rollout's rows into self.perm; with N runs, each
