@@ -214,6 +214,22 @@ def test_recurrent_null_builds_ppo_as_before(tmp_path):
     assert sorted(targets.keys()) == ["advantage", "value_target"]
 
 
+def test_the_memory_preset_rolls_out_two_whole_episodes_per_env(tmp_path):
+    """memory_ppo_gru: each 42-step rollout holds two whole 21-step episodes of every
+    env, so every answer's gradient reaches its cue inside one sequence."""
+    cfg = load_config(
+        ["experiment=memory_ppo_gru", "logger=none", "trainer.progress=false", "env.eval_envs=2"]
+    )
+    assert cfg.agent.recurrent == "gru" and cfg.env.delay == 20
+    assert cfg.trainer.rollout_steps == 2 * (cfg.env.delay + 1)
+    trainer = build(cfg, tmp_path)
+    rollout = trainer.collector.rollout()
+    done = rollout["next", "done"].reshape(cfg.trainer.rollout_steps, -1)
+    ends = done.nonzero()[:, 0].unique().tolist()
+    assert ends == [20, 41]  # the question of each episode, in every env alike
+    trainer.iteration()
+
+
 # -- what is refused ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     "overrides, message",
