@@ -147,3 +147,39 @@ def test_off_by_default_and_refused_with_many_seeds(tmp_path):
     with pytest.raises(ConfigError, match="drop trainer.num_seeds") as err:
         small(tmp_path / "many", "agent=pqn", "trainer.num_seeds=2")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow  # a run, loaded and exported: seconds
+def test_a_trained_run_loads_and_exports_with_its_statistics(tmp_path):
+    """gpurl.api.load and gpurl.export act through the statistics the run ended with."""
+    import json
+
+    from gpurl import api
+    from gpurl.trained import TrainedPolicy, export
+    from tests.conftest import train_run_dir
+
+    run = tmp_path / "run"
+    run.mkdir()
+    overrides = [
+        "env=cartpole",
+        "agent=dqn",
+        "agent.encoder.normalize=true",
+        "agent.hidden=[16]",
+        "trainer.total_frames=128",
+        "trainer.init_random_frames=64",
+        "trainer.eval_interval=128",
+        "trainer.batch_size=16",
+        "env.eval_envs=2",
+        "logger=none",
+        "trainer.progress=false",
+    ]
+    _, trainer, summary = train_run_dir(run, overrides)
+    (run / "summary.json").write_text(json.dumps(summary))
+    trained = norms(trainer.agent)[0]
+    assert trained.count.item() > 100  # moved by the run's batches
+    loaded = [m for m in TrainedPolicy(run).policy.modules() if isinstance(m, RunningNorm)]
+    assert loaded and all(torch.equal(n.mean, trained.mean) for n in loaded)
+    export(TrainedPolicy(run), tmp_path / "policy.pt2", observations=64)
+    program = torch.export.load(tmp_path / "policy.pt2").module()
+    obs = torch.randn(7, 4) * 3
+    assert torch.equal(program(obs), api.load(run)(obs))
