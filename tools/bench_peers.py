@@ -38,7 +38,8 @@ solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 
        (the wall time less evaluations) at the first evaluation reaching the threshold.
        With --stop-at-threshold it is a race: both sides end at the threshold (gpurl:
        trainer.stop_at_return), and gpurl's own presets for the task run (acrobot_dqn,
-       pendulum_sac_gym: more envs, fewer updates per frame, smaller networks).
+       lunarlander_dqn, pendulum_sac_gym: more envs, fewer updates per frame, smaller
+       networks).
        MuJoCo (the `mujoco` extra): HalfCheetah-v5 and Hopper-v5 with SAC and TD3 at
        the zoo's settings on both sides (halfcheetah_sac_zoo, halfcheetah_td3_zoo,
        hopper_sac_zoo, hopper_td3_zoo), 100k steps: no threshold, an equal-work
@@ -124,7 +125,7 @@ SOLVE_IMPLS = {
         "sb3:td3",
     ],
     "acrobot": ["gpurl:acrobot_dqn", "gpurl:acrobot_dqn_zoo", "sb3:dqn"],
-    "lunarlander": ["gpurl:lunarlander_dqn_zoo", "sb3:dqn"],
+    "lunarlander": ["gpurl:lunarlander_dqn", "gpurl:lunarlander_dqn_zoo", "sb3:dqn"],
     "cartpole_masked": ["gpurl:ppo_cartpole_masked_lstm", "sb3:ppo_lstm"],
     "halfcheetah": ["gpurl:halfcheetah_sac_zoo", "sb3:sac", "gpurl:halfcheetah_td3_zoo", "sb3:td3"],
     "hopper": ["gpurl:hopper_sac_zoo", "sb3:sac", "gpurl:hopper_td3_zoo", "sb3:td3"],
