@@ -106,6 +106,17 @@ def train_to(overrides, total, run_dir, resume=None):
     return trainer, summary
 
 
+# a small on-policy run on CartPole, the base of the on-policy cases below
+SMALL_ON_POLICY = [
+    "env=cartpole",
+    "agent.hidden=[32]",
+    "agent.anneal_lr=false",  # fixed: the halves differ in total_frames
+    "env.num_envs=4",
+    "env.eval_envs=2",
+    "trainer.rollout_steps=16",
+    "agent.minibatches=2",
+]
+
 EXACT_CASES = {
     "dqn_cartpole": [
         "env=cartpole",
@@ -134,41 +145,19 @@ EXACT_CASES = {
         "env.eval_envs=2",
     ],
     # the running observation statistics carry across the checkpoint
-    "ppo_cartpole_normalize": [
-        "env=cartpole",
-        "agent=ppo",
-        "agent.encoder.normalize=true",
-        "agent.hidden=[32]",
-        "agent.anneal_lr=false",  # fixed: the halves differ in total_frames
-        "env.num_envs=4",
-        "env.eval_envs=2",
-        "trainer.rollout_steps=16",
-        "agent.minibatches=2",
-    ],
+    "ppo_cartpole_normalize": ["agent=ppo", "agent.encoder.normalize=true", *SMALL_ON_POLICY],
     # the acting hidden state [num_envs, 2 x hidden] carries across the checkpoint
     "ppo_cartpole_lstm": [
-        "env=cartpole",
         "agent=ppo",
         "agent.recurrent=lstm",
         "agent.recurrent_hidden=16",
-        "agent.hidden=[32]",
-        "agent.anneal_lr=false",  # fixed: the halves differ in total_frames
-        "env.num_envs=4",
-        "env.eval_envs=2",
-        "trainer.rollout_steps=16",
-        "agent.minibatches=2",
+        *SMALL_ON_POLICY,
     ],
     "pqn_cartpole_gru": [
-        "env=cartpole",
         "agent=pqn",
         "agent.recurrent=gru",
         "agent.recurrent_hidden=16",
-        "agent.hidden=[32]",
-        "agent.anneal_lr=false",
-        "env.num_envs=4",
-        "env.eval_envs=2",
-        "trainer.rollout_steps=16",
-        "agent.minibatches=2",
+        *SMALL_ON_POLICY,
     ],
     # recurrent DQN: the acting hidden state, the sequence replay and its priorities
     "dqn_cartpole_lstm_prioritized": [
