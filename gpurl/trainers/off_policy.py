@@ -77,7 +77,8 @@ class OffPolicyTrainer(Trainer):
         batch = self.collector.rollout()
         frames = self.frames - before  # over every rank: each collected as many
         self.tracker.update(batch)
-        self.buffer.extend(batch)  # raw observations: updates normalise with today's statistics
+        self.buffer.extend(batch)
+        # the replay keeps raw observations: each update normalises with the current statistics
         self.agent.observe(batch)
         # a sequence replay needs one whole window first (a host count: no device read)
         if self.frames < self.cfg.init_random_frames or not self.buffer.ready():

@@ -153,7 +153,8 @@ class OnPolicyTrainer(Trainer):
                     torch.index_select(src, dim, index, out=dst)
                 self.metrics.add(self.agent.update(self._minibatch, self.progress))
                 self.progress.add_update()
-        self.agent.observe(batch)  # after learning: acting and learning saw one statistics
+        # after learning: the rollout was learnt with the statistics it was acted on with
+        self.agent.observe(batch)
 
     def shuffle(self) -> None:
         """A device permutation of the rollout's rows into self.perm; with N runs, each
