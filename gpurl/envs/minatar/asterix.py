@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import DOWN, LEFT, NOOP, RIGHT, SIZE, UP, Game, cells, cells_any
+from gpurl.envs.minatar.grid import DOWN, LEFT, NOOP, RIGHT, SIZE, UP, Game, draw
 
 RAMP_INTERVAL = 100
 INIT_SPAWN_SPEED = 10
@@ -130,14 +130,11 @@ def step(state: AsterixState, action: torch.Tensor, u: torch.Tensor, ramping: bo
 def observe(state: AsterixState) -> torch.Tensor:
     lane = torch.arange(1, LANES + 1, device=state.ent_x.device).expand_as(state.ent_x)
     back = state.ent_x - torch.where(state.ent_right, 1, -1)
-    return torch.stack(
-        (
-            cells(state.player_y, state.player_x),
-            cells_any(lane, state.ent_x, state.ent_on & ~state.ent_gold),
-            cells_any(lane, back, state.ent_on),
-            cells_any(lane, state.ent_x, state.ent_on & state.ent_gold),
-        ),
-        dim=1,
+    return draw(
+        (state.player_y, state.player_x),
+        (lane, state.ent_x, state.ent_on & ~state.ent_gold),
+        (lane, back, state.ent_on),
+        (lane, state.ent_x, state.ent_on & state.ent_gold),
     )
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, cells, lookup
+from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, draw, lookup
 
 
 class BreakoutState(NamedTuple):
@@ -105,14 +105,11 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
 
 def observe(state: BreakoutState) -> torch.Tensor:
     ten = torch.full_like(state.pos, SIZE - 1)
-    return torch.stack(
-        (
-            cells(ten, state.pos),
-            cells(state.ball_y, state.ball_x),
-            cells(state.last_y, state.last_x),
-            state.bricks,
-        ),
-        dim=1,
+    return draw(
+        (ten, state.pos),
+        (state.ball_y, state.ball_x),
+        (state.last_y, state.last_x),
+        state.bricks,
     )
 
 

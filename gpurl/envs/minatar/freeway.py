@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import DOWN, NOOP, SIZE, UP, Game, cells, cells_any, randint
+from gpurl.envs.minatar.grid import DOWN, NOOP, SIZE, UP, Game, draw, randint
 
 PLAYER_SPEED = 3  # frames between the chicken's moves
 TIME_LIMIT = 2500  # frames in an episode
@@ -95,9 +95,9 @@ def step(state: FreewayState, action: torch.Tensor, u: torch.Tensor, ramping: bo
 def observe(state: FreewayState) -> torch.Tensor:
     lane = torch.arange(1, CARS + 1, device=state.pos.device).expand_as(state.car_x)
     back = (state.car_x - state.speed.sign()) % SIZE
-    trails = [cells_any(lane, back, state.speed.abs() == s) for s in range(1, 6)]
-    chicken = cells(state.pos, torch.full_like(state.pos, CHICKEN_X))
-    return torch.stack((chicken, cells_any(lane, state.car_x), *trails), dim=1)
+    trails = [(lane, back, state.speed.abs() == s) for s in range(1, 6)]
+    chicken = (state.pos, torch.full_like(state.pos, CHICKEN_X))
+    return draw(chicken, (lane, state.car_x), *trails)
 
 
 GAME = Game(

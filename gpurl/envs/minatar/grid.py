@@ -40,18 +40,40 @@ class Game:
 def cells(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> torch.Tensor:
     """bool [B, 10, 10] with cell (y, x) set for each env, where `on` (bool [B]) is True;
     y and x [B]. A position outside the grid sets nothing."""
-    return cells_any(y.unsqueeze(1), x.unsqueeze(1), None if on is None else on.unsqueeze(1))
+    return draw((y, x, on))[:, 0]
 
 
-def cells_any(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> torch.Tensor:
-    """bool [B, 10, 10] with cell (y, x) set for each of the B x N entries of y and x
-    [B, N] where `on` (bool [B, N]) is True; positions outside the grid set nothing."""
-    inside = (y >= 0) & (y < SIZE) & (x >= 0) & (x < SIZE)
-    if on is not None:
-        inside = inside & on
-    flat = torch.where(inside, y * SIZE + x, SIZE * SIZE)  # off the grid: one spare cell
-    grid = torch.zeros((len(y), SIZE * SIZE + 1), dtype=torch.bool, device=y.device)
-    return grid.scatter(1, flat, True)[:, : SIZE * SIZE].reshape(-1, SIZE, SIZE)
+def draw(*layers) -> torch.Tensor:
+    """bool [B, len(layers), 10, 10], channel c drawn from layers[c]: a bool [B, 10, 10]
+    grid, or positions (y, x) or (y, x, on), each [B] or [B, N] (broadcast together),
+    whose cells are set where `on` is True; positions outside the grid set nothing.
+
+    The positioned channels are drawn by one scatter into one canvas, not a scatter
+    each: an observation is drawn twice a step (the state reached, then after resets)."""
+    size = SIZE * SIZE
+    drawn = [c for c, layer in enumerate(layers) if not isinstance(layer, torch.Tensor)]
+    if not drawn:
+        return torch.stack(layers, dim=1)
+    spare = len(drawn) * size  # off the grid or off: one spare cell, dropped
+    flats = []
+    for i, c in enumerate(drawn):
+        y, x, on = (*layers[c], None)[:3]
+        y, x = torch.broadcast_tensors(y, x)
+        inside = (y >= 0) & (y < SIZE) & (x >= 0) & (x < SIZE)
+        if on is not None:
+            inside = inside & on
+        flat = torch.where(inside, i * size + y * SIZE + x, spare)
+        flats.append(flat.reshape(len(flat), -1))
+    batch = len(flats[0])
+    canvas = torch.zeros((batch, spare + 1), dtype=torch.bool, device=flats[0].device)
+    canvas = canvas.scatter(1, torch.cat(flats, 1), True)[:, :spare]
+    canvas = canvas.reshape(batch, len(drawn), SIZE, SIZE)
+    if len(drawn) == len(layers):
+        return canvas
+    where = {c: i for i, c in enumerate(drawn)}
+    return torch.stack(
+        [canvas[:, where[c]] if c in where else layer for c, layer in enumerate(layers)], dim=1
+    )
 
 
 def randint(u: torch.Tensor, low, high) -> torch.Tensor:

@@ -37,8 +37,7 @@ from gpurl.envs.minatar.grid import (
     SIZE,
     UP,
     Game,
-    cells,
-    cells_any,
+    draw,
     randint,
 )
 
@@ -127,12 +126,13 @@ def _add(things: Things, new: torch.Tensor, counter: torch.Tensor, **values) -> 
     """Things with the entities where new [B, M] is True put in free slots, in order m
     (the m-th new one in the m-th free slot), each of `values` [B, M] (or [B]); their
     order is counter + m. A new entity with no free slot left is dropped."""
-    free = ~things.alive
+    slots = things.alive.shape[1]
     new_rank = new.long().cumsum(1) - 1
-    free_rank = free.long().cumsum(1) - 1
-    # [B, M, K]: new entity m goes in slot k
-    put = new.unsqueeze(2) & free.unsqueeze(1) & (new_rank.unsqueeze(2) == free_rank.unsqueeze(1))
-    filled = put.any(1)
+    # The r-th free slot is the first where the running count of free slots reaches r + 1
+    # (`slots` when fewer are free): a search per new entity, not an [M, K] match, since
+    # up to 32 enemy bullets a frame look for one of 48 slots.
+    free_count = (~things.alive).long().cumsum(1)
+    dest = torch.where(new, torch.searchsorted(free_count, new_rank + 1), slots)
     values["order"] = counter.unsqueeze(1) + new_rank.clamp_min(0)
     values["alive"] = torch.ones_like(new)
     fields = {}
@@ -142,9 +142,9 @@ def _add(things: Things, new: torch.Tensor, counter: torch.Tensor, **values) -> 
             fields[name] = old
             continue
         value = value if value.dim() == 2 else value.unsqueeze(1).expand_as(new)
-        placed = (put * value.to(old.dtype).unsqueeze(2)).sum(1) if old.dtype != torch.bool \
-            else (put & value.unsqueeze(2)).any(1)  # fmt: skip
-        fields[name] = torch.where(filled, placed, old)
+        # a spare column `slots` takes the entities not placed, and is dropped
+        spare = torch.cat((old, old[:, :1]), 1)
+        fields[name] = spare.scatter(1, dest, value.to(old.dtype))[:, :slots]
     return Things(**fields)
 
 
@@ -345,9 +345,8 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     return state, reward.to(torch.float32), terminal
 
 
-def _trail(things: Things) -> torch.Tensor:
-    back = things.x - torch.where(things.right, 1, -1)
-    return cells_any(things.y, back, things.alive)
+def _trail(things: Things) -> tuple:
+    return things.y, things.x - torch.where(things.right, 1, -1), things.alive
 
 
 def observe(state: SeaquestState) -> torch.Tensor:
@@ -357,21 +356,20 @@ def observe(state: SeaquestState) -> torch.Tensor:
     oxygen = columns < (state.oxygen.clamp_min(0) * 10 // MAX_OXYGEN).unsqueeze(1)
     count = state.diver_count.unsqueeze(1)
     divers = (columns >= SIZE - 1 - count) & (columns < SIZE - 1)
-    trails = _trail(state.fish) | _trail(state.subs) | _trail(state.divers)
-    return torch.stack(
-        (
-            cells(state.sub_y, state.sub_x),
-            cells(state.sub_y, back),
-            cells_any(state.bullets.y, state.bullets.x, state.bullets.alive),
-            trails,
-            cells_any(state.e_bullets.y, state.e_bullets.x, state.e_bullets.alive),
-            cells_any(state.fish.y, state.fish.x, state.fish.alive),
-            cells_any(state.subs.y, state.subs.x, state.subs.alive),
-            last_row & oxygen.unsqueeze(1),
-            last_row & divers.unsqueeze(1),
-            cells_any(state.divers.y, state.divers.x, state.divers.alive),
-        ),
-        dim=1,
+    # the trails of all three kinds in one channel: their positions side by side
+    kinds = (state.fish, state.subs, state.divers)
+    trails = tuple(torch.cat(t, 1) for t in zip(*map(_trail, kinds), strict=True))
+    return draw(
+        (state.sub_y, state.sub_x),
+        (state.sub_y, back),
+        (state.bullets.y, state.bullets.x, state.bullets.alive),
+        trails,
+        (state.e_bullets.y, state.e_bullets.x, state.e_bullets.alive),
+        (state.fish.y, state.fish.x, state.fish.alive),
+        (state.subs.y, state.subs.x, state.subs.alive),
+        last_row & oxygen.unsqueeze(1),
+        last_row & divers.unsqueeze(1),
+        (state.divers.y, state.divers.x, state.divers.alive),
     )
 
 

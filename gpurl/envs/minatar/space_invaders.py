@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import FIRE, LEFT, NOOP, RIGHT, SIZE, Game, cells
+from gpurl.envs.minatar.grid import FIRE, LEFT, NOOP, RIGHT, SIZE, Game, cells, draw
 
 SHOT_COOL_DOWN = 5
 ENEMY_MOVE_INTERVAL = 12
@@ -138,16 +138,13 @@ def step(state: SpaceInvadersState, action: torch.Tensor, u: torch.Tensor, rampi
 
 def observe(state: SpaceInvadersState) -> torch.Tensor:
     left = (state.alien_dir < 0).view(-1, 1, 1)
-    return torch.stack(
-        (
-            cells(torch.full_like(state.pos, SIZE - 1), state.pos),
-            state.aliens,
-            state.aliens & left,
-            state.aliens & ~left,
-            state.f_bullets,
-            state.e_bullets,
-        ),
-        dim=1,
+    return draw(
+        (torch.full_like(state.pos, SIZE - 1), state.pos),
+        state.aliens,
+        state.aliens & left,
+        state.aliens & ~left,
+        state.f_bullets,
+        state.e_bullets,
     )
 
 
