@@ -1,7 +1,7 @@
 """MinAtar env steps per second, gpurl beside the NumPy reference and gymnax: one JSON record
 per (game, side, num_envs).
 
-    python tools/bench_minatar.py                       # 5 games, 3 sides, 1 64 1024 8192 envs
+    python tools/bench_minatar.py                       # 5 games, 4 sides, 1 64 1024 8192 envs
     python tools/bench_minatar.py --games breakout seaquest --num-envs 64 1024
     python tools/bench_minatar.py --sides gpurl minatar --max-seconds-per-case 10
     python tools/bench_minatar.py --steps 500 --repeats 5 --out docs/bench/envs/minatar.jsonl
@@ -13,6 +13,11 @@ stderr, as is a game gymnax does not have):
            the step, the observation reached, then fresh episodes where done and their
            observations (autoreset). A fresh random action per env per step is drawn on
            the device (--device, cpu by default).
+  gpurl-compiled
+           the same step compiled by Inductor (gpurl.envs.compile.compile_lean_step,
+           rng="counter": the step's noise drawn inside the compiled graph), compiled
+           before timing (compile_seconds), with the game's own Inductor options (scalar
+           loops on CPU); the actions drawn as on the gpurl side.
   minatar  the reference NumPy package (minatar.Environment(game, sticky_action_prob=0.1,
            difficulty_ramping=True)), num_envs instances stepped in a Python loop, as a
            user batches it without a vector env: per env and step act(a), state(), and
@@ -29,7 +34,7 @@ stderr, as is a game gymnax does not have):
 What differs between the sides, recorded in each record's settings: gpurl and the
 reference have sticky actions (sticky_action_prob 0.1), gymnax has none; gymnax truncates
 episodes at its max_steps_in_episode (1000; Freeway 2500), gpurl at 10,000, the reference
-never. Alike on all three: difficulty ramping in Asterix, Seaquest and Space Invaders
+never. Alike on every side: difficulty ramping in Asterix, Seaquest and Space Invaders
 (difficulty_ramping null: the game has no ramp), and the random actions drawn from the
 game's minimal action set (num_actions of them; gymnax's default, gpurl's action space,
 the reference's minimal_action_set()).
@@ -66,7 +71,7 @@ import torch  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
-SIDES = ("gpurl", "minatar", "gymnax")
+SIDES = ("gpurl", "gpurl-compiled", "minatar", "gymnax")
 GYMNAX_IDS = {
     "breakout": "Breakout-MinAtar",
     "asterix": "Asterix-MinAtar",
@@ -103,7 +108,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def gpurl_case(game: str, num_envs: int, seed: int, device: str) -> Case:
+def gpurl_case(game: str, num_envs: int, seed: int, device: str, compiled: bool = False) -> Case:
     import torchrl
 
     from gpurl.envs import make_env
@@ -115,11 +120,19 @@ def gpurl_case(game: str, num_envs: int, seed: int, device: str) -> Case:
     gen.manual_seed(seed)
     n_actions = env.action_spec.space.n
     env.lean_reset()
+    step, compile_seconds = env.lean_step, None
+    if compiled:
+        from gpurl.envs.compile import compile_lean_step
+
+        t0 = time.perf_counter()
+        step = compile_lean_step(env, rng="counter")
+        step(torch.randint(0, n_actions, (num_envs,), generator=gen, device=device))
+        compile_seconds = time.perf_counter() - t0
 
     def run(steps: int):
         for _ in range(steps):
             action = torch.randint(0, n_actions, (num_envs,), generator=gen, device=device)
-            env.lean_step(action)
+            step(action)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
@@ -131,7 +144,7 @@ def gpurl_case(game: str, num_envs: int, seed: int, device: str) -> Case:
         "max_episode_steps": env.max_episode_steps,
     }
     versions = {"torch": torch.__version__, "torchrl": torchrl.__version__}
-    return Case(run, str(device), settings, versions)
+    return Case(run, str(device), settings, versions, compile_seconds=compile_seconds)
 
 
 def minatar_case(game: str, num_envs: int, seed: int) -> Case:
@@ -225,6 +238,7 @@ def gymnax_case(game: str, num_envs: int, seed: int) -> Case:
 # the packages a side imports, and the extra that installs them
 NEEDS = {
     "gpurl": ((), None),
+    "gpurl-compiled": ((), None),
     "minatar": (("minatar",), "dev"),
     "gymnax": (("gymnax", "jax"), "peers"),
 }
@@ -242,8 +256,8 @@ def missing(side: str) -> str | None:
 
 
 def build(side: str, game: str, num_envs: int, args: argparse.Namespace) -> Case:
-    if side == "gpurl":
-        return gpurl_case(game, num_envs, args.seed, args.device)
+    if side in ("gpurl", "gpurl-compiled"):
+        return gpurl_case(game, num_envs, args.seed, args.device, side == "gpurl-compiled")
     if side == "minatar":
         return minatar_case(game, num_envs, args.seed)
     return gymnax_case(game, num_envs, args.seed)

@@ -29,7 +29,7 @@ which gpurl.envs.compile traces and compiles.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -87,7 +87,8 @@ class LeanCore:
     second from the packed state, as _observation() does. Same inputs, same outputs:
     everything a step must see changing is in `work` or `noise`, never in Python. A
     working state lets a multi-step rollout skip the repacking between steps (CartPole
-    works on its state's columns).
+    works on its state's columns). `inductor_options`: Inductor config the step compiles
+    best with (the caller's own options win).
     """
 
     step: Callable
@@ -95,6 +96,7 @@ class LeanCore:
     observe: Callable
     unpack: Callable = lambda *state: state
     pack: Callable = lambda *work: work
+    inductor_options: dict = field(default_factory=dict)
 
 
 def state_attributes(state_type: type) -> type:

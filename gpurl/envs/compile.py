@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from torch.utils._pytree import tree_map
 from torchrl.data import Bounded, Categorical
 
 from gpurl.core.compile import compile_flat
@@ -64,6 +65,20 @@ def _core_of(env: NativeEnv) -> LeanCore:
             f"{name} has no pure lean step (lean_core) to compile: set compile.env=false"
         )
     return core
+
+
+def _row_major(state: tuple) -> tuple:
+    """The state as the graph was traced with it: a computation on the counter
+    generator's column-major lanes can leave a state tensor column-major, and the next
+    call, fed that tensor, would fail the graph's stride check."""
+    return tuple(tree_map(torch.Tensor.contiguous, t) for t in state)
+
+
+def _with_core_options(core: LeanCore, backend: str, kwargs: dict) -> dict:
+    """The compile kwargs with the core's own Inductor options under the caller's."""
+    if backend != "inductor" or not core.inductor_options:
+        return kwargs
+    return {**kwargs, "options": {**core.inductor_options, **(kwargs.get("options") or {})}}
 
 
 class CompiledLeanStep:
@@ -86,7 +101,7 @@ class CompiledLeanStep:
         if rng == "counter":  # keyed by the env's seed, without drawing from env.rng
             seed = _ENV_KEY_SALT ^ env.rng.initial_seed()
             self.counter_rng = CounterRNG(self.core.noise_shapes, seed, env.device)
-        self.kwargs = torch_compile_kwargs
+        self.kwargs = _with_core_options(self.core, backend, torch_compile_kwargs)
         self.compiled: dict[tuple, tuple] = {}
         self.compile_seconds = 0.0
         self.device, self.batch_size = env.device, env.batch_size
@@ -107,7 +122,7 @@ class CompiledLeanStep:
                 noise = tuple(CounterRNG.draws(rest[0], rest[1], rest[2:]))
                 advanced = (rest[1] + 1,)
             work, nxt = core.step(core.unpack(*state), action, noise, force_reset)
-            state = core.pack(*work)
+            state = _row_major(core.pack(*work))
             obs = core.observe(*state)  # may alias the state, as _observation() does
             layout["next"], layout["obs"] = tuple(nxt), tuple(obs)
             return (*state, *advanced, *nxt.values(), *obs.values())
@@ -318,14 +333,15 @@ class RandomRollout:
                 work, nxt = step_fn(work, to_action(draws[0]), tuple(draws[1:]), False)
                 ended = ended + nxt["done"].reshape(ended.shape)
                 reward = reward + nxt["reward"].reshape(reward.shape)
-            return (*core.pack(*work), counter + chunk_len, episodes + ended, reward)
+            return (*_row_major(core.pack(*work)), counter + chunk_len, episodes + ended, reward)
 
         self._fn = run_chunk
         self.compile_seconds = 0.0
         if compile:
             t0 = time.perf_counter()
             inputs = self._inputs(*self._zero_stats())
-            self._fn = compile_flat(run_chunk, inputs, backend, **torch_compile_kwargs)
+            kwargs = _with_core_options(core, backend, torch_compile_kwargs)
+            self._fn = compile_flat(run_chunk, inputs, backend, **kwargs)
             if backend == "dynamo":
                 self._fn(*inputs)
             self.compile_seconds = time.perf_counter() - t0

@@ -299,6 +299,43 @@ def test_lean_core_is_lean_step_eagerly(game):
         assert torch.equal(env.steps, ref.steps)
 
 
+def test_compiled_step_takes_the_games_inductor_options_under_the_callers():
+    from gpurl.envs.compile import compile_lean_step
+
+    env = _env("breakout")
+    assert env.lean_core().inductor_options == {"cpp.simdlen": 1}  # scalar loops on CPU
+    assert compile_lean_step(env).kwargs == {"options": {"cpp.simdlen": 1}}
+    mine = compile_lean_step(env, options={"cpp.simdlen": 8, "max_autotune": False})
+    assert mine.kwargs == {"options": {"cpp.simdlen": 8, "max_autotune": False}}
+    assert compile_lean_step(env, backend="dynamo").kwargs == {}  # Inductor options only
+
+
+@pytest.mark.slow  # compiles Freeway's step: about 10 s on 2 CPU cores
+def test_compiled_counter_rng_step_is_its_eager_self():
+    """rng="counter" on Freeway: its [B, 8] car state, computed from the generator's
+    column-major lanes, comes back row-major, so the second call takes it; each step is
+    the LeanCore step with the generator's draws."""
+    from gpurl.envs.compile import CounterRNG, compile_lean_step
+
+    env, ref = _env("freeway", seed=2), _env("freeway", seed=2)
+    env.lean_reset(), ref.lean_reset()
+    step = compile_lean_step(env, rng="counter")
+    crng, core = step.counter_rng, ref.lean_core()
+    key, counter, lanes = crng.key.clone(), crng.counter.clone(), crng.lanes
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        action = torch.randint(0, 3, (8,), generator=gen)
+        nxt, obs = step(action)
+        noise = tuple(CounterRNG.draws(key, counter, lanes))
+        work, nxt_r = core.step(core.unpack(*ref.env_state), action, noise)
+        ref.env_state = core.pack(*work)
+        counter = counter + 1
+        for k in nxt_r:
+            assert torch.equal(nxt[k], nxt_r[k]), k
+        assert torch.equal(obs["observation"], core.observe(*ref.env_state)["observation"])
+    assert torch.equal(crng.counter, counter)
+
+
 @pytest.mark.slow  # compiles the step: about 10 s a game on 2 CPU cores
 @pytest.mark.parametrize("game", SITES)
 def test_compiled_lean_step_follows_the_eager_env(game):

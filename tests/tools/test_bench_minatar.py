@@ -16,7 +16,13 @@ def _records(out: str) -> list[dict]:
     return [json.loads(line) for line in out.strip().splitlines()]
 
 
-@pytest.mark.parametrize("side", bench_minatar.SIDES)
+SIDES = [
+    pytest.param(side, marks=pytest.mark.slow) if side == "gpurl-compiled" else side  # compiles
+    for side in bench_minatar.SIDES
+]
+
+
+@pytest.mark.parametrize("side", SIDES)
 def test_an_installed_side_yields_a_record(side, tmp_path, capsys):
     if why := bench_minatar.missing(side):
         pytest.skip(why)
@@ -33,7 +39,7 @@ def test_an_installed_side_yields_a_record(side, tmp_path, capsys):
     assert record["settings"]["sticky_action_prob"] == sticky
     assert all(record["versions"].values()) and record["torch_threads"] == 1
     assert "intra_op_parallelism_threads=1" in record["threads"]["xla_flags"]
-    assert (record["compile_seconds"] is not None) == (side == "gymnax")
+    assert (record["compile_seconds"] is not None) == (side in ("gymnax", "gpurl-compiled"))
 
 
 def test_numpy_side_resets_ended_envs_and_observes(monkeypatch):

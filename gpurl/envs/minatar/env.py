@@ -157,6 +157,10 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
                           torch.Size((b, self.rules.reset_noise))),
             observe=lambda game, last, steps: {"observation": self.rules.observe(game)},
             pack=MinAtarState,
+            # The games are integer and bool logic on small grids, which Inductor's CPU
+            # vectorizer turns into mask conversions: its scalar loops ran Breakout's
+            # step 30x faster (1,024 envs, one thread). No effect on GPU code.
+            inductor_options={"cpp.simdlen": 1},
         )  # fmt: skip
 
 
