@@ -37,3 +37,24 @@ def test_missing_provenance_reads_not_recorded():
     assert report.cell(lines, {"field": "a", "fmt": "{:.1f}"}) == "2.0 ± 1.4"
     assert report.cell(lines, {"field": "seed", "each": True}) == "0, 1"
     assert report.cell(lines[:1], {"field": "b"}) == "-"
+
+
+def test_a_columns_where_narrows_the_rows_lines(tmp_path, monkeypatch):
+    """Columns with their own `where`: one side per column, one game per row."""
+    (tmp_path / "speed.jsonl").write_text(
+        "\n".join(
+            json.dumps({"game": g, "side": s, "steps_per_s": v, "device": "cpu"})
+            for g, s, v in [("a", "x", 1.0), ("a", "y", 2.0), ("b", "x", 3.0)]
+        )
+    )
+    monkeypatch.setattr(report, "BENCH", tmp_path)
+    table = {
+        "file": "speed.jsonl",
+        "label": "game",
+        "columns": [
+            {"name": side, "field": "steps_per_s", "where": {"side": side}} for side in "xy"
+        ],
+        "rows": [{"label": g, "where": {"game": g}} for g in "ab"],
+    }
+    lines = report.lines_table(table, {}, {})
+    assert "| a | 1.0 | 2.0 |" in lines and "| b | 3.0 | - |" in lines

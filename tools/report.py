@@ -13,7 +13,8 @@ tables, and every table row points at records:
   (gpurl.utils.aggregate), frames, the first evaluation at the row's threshold, wall
   time, and the records' device, date, commit and torch;
 - a `lines` table reads JSON-lines records (the bench and eval tools) and shows named
-  fields of the lines a row's `where` selects: one line as it is, several as mean ± sd.
+  fields of the lines a row's `where` selects (narrowed by a column's own `where`, if
+  it has one): one line as it is, several as mean ± sd.
 
 What a record does not carry reads "not recorded". The curves (PNG) are drawn from the
 per-evaluation history in write mode only; --check compares the text (pages and README
@@ -242,7 +243,8 @@ def lines_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
         chosen = select(read_lines(file, cache), {**table.get("where", {}), **row.get("where", {})})
         if not chosen:
             raise SystemExit(f"catalog: no line of {file} matches {row}")
-        cells = [row["label"]] + [cell(chosen, c) for c in columns]
+        # a column's own `where` narrows the row's lines (a side per column, say)
+        cells = [row["label"]] + [cell(select(chosen, c.get("where", {})), c) for c in columns]
         body.append(cells)
         used += chosen
         files += [file] if file not in files else []
@@ -293,6 +295,8 @@ def cell(lines: list[dict], column: dict) -> str:
     """A field of the lines ("-" where a line has none); `scale` multiplies it,
     `invert` takes scale / it."""
     fmt = column.get("fmt", "{}")
+    if not lines:  # a column's `where` left none of the row's lines
+        return "-"
     values = [_scaled(field(ln, column["field"]), column) for ln in lines]
     numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     if len(lines) == 1 or len(numbers) < len(values) or column.get("each"):
