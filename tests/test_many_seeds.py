@@ -89,6 +89,9 @@ UPDATE_CASES = {
     "ppo": ("ppo", "cartpole", "on", []),
     "ppo_pendulum": ("ppo", "pendulum", "on", []),
     "pqn": ("pqn", "cartpole", "on", []),
+    # convolutions (RunConv2d): MinAtar's one layer, and the pixel envs' CNN
+    "pqn_minatar": ("pqn", "minatar", "on", ["agent.encoder.cnn=minatar"]),
+    "dqn_pixels": ("dqn", "pixels", "off", ["agent.encoder.cnn=nature"]),
 }
 
 
@@ -173,6 +176,28 @@ def test_per_seed_gamma_targets_equal_each_runs_own(agent):
         want = single.compute_targets(rollout[:, own], last[own])
         for key in want.keys():
             torch.testing.assert_close(got[key][:, own], want[key], atol=1e-5, rtol=1e-5)
+
+
+def test_stacked_convolution_is_each_runs_own():
+    """RunConv2d: run k's images through run k's filters alone, forward and backward, with
+    a stride and padding; unstacked, run k is run k's Conv2d again."""
+    torch.manual_seed(0)
+    convs = [torch.nn.Conv2d(3, 5, 3, stride=2, padding=1) for _ in range(N)]
+    stacked = stack_modules(convs)
+    x = torch.randn(N * 4, 3, 9, 9)
+    out = stacked(x)
+    want = torch.cat([conv(part) for conv, part in zip(convs, x.chunk(N), strict=True)])
+    torch.testing.assert_close(out, want)
+    (out**2).sum().backward()
+    (want**2).sum().backward()
+    for k, conv in enumerate(convs):
+        torch.testing.assert_close(stacked.weight.grad[k], conv.weight.grad)
+        torch.testing.assert_close(stacked.bias.grad[k], conv.bias.grad)
+        single = unstack_module(stacked, k)
+        assert isinstance(single, torch.nn.Conv2d) and single.stride == (2, 2)
+        torch.testing.assert_close(single(x[:4]), conv(x[:4]))
+    with pytest.raises(ConfigError, match="groups=1"):
+        stack_modules([torch.nn.Conv2d(4, 4, 3, groups=2) for _ in range(N)])
 
 
 def test_run_adam_is_torch_adam_run_by_run():
@@ -327,7 +352,10 @@ def test_each_run_leaves_the_files_of_a_run_of_its_own(tmp_path):
             "no agent.lr",
         ),
         (["trainer.num_seeds=2", "agent.prioritized=true"], "prioritized replay"),
-        (["env=pixels", "env.num_envs=4", "agent=ppo", "trainer.num_seeds=2"], "Conv2d"),
+        (
+            ["env=memory", "agent=ppo", "agent.recurrent=gru", "trainer.num_seeds=2"],
+            "trainer.num_seeds",
+        ),
     ],
 )
 def test_many_seeds_refuses_what_it_cannot_do_in_one_line(tmp_path, overrides, message):

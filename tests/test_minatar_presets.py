@@ -82,3 +82,19 @@ def test_minatar_preset_trains_a_few_iterations(tmp_path, preset):
         (GAMES[game].channels, 16, (3, 3))
     }
     trainer.train()
+
+
+def test_a_minatar_preset_trains_seeds_in_one_process(tmp_path):
+    """trainer.num_seeds: the CNN stacks into one grouped convolution (RunConv2d), each
+    run is evaluated, and run k's network is a plain one again when unstacked."""
+    from gpurl.core.runs import RunConv2d, unstack_module
+
+    cfg = load_config([*_small("minatar_breakout_pqn", "pqn"), "trainer.num_seeds=2"])
+    trainer = build(cfg, tmp_path)
+    q = trainer.agent.modules()["q"]
+    (conv,) = [m for m in q.modules() if isinstance(m, RunConv2d)]
+    assert conv.weight.shape == (2, 16, 4, 3, 3)
+    summary = trainer.train()
+    assert len(summary["eval_returns"]) == 2
+    single = unstack_module(q, 1)
+    assert not any(isinstance(m, RunConv2d) for m in single.modules())

@@ -8,9 +8,10 @@ row belongs to: the layers below find it by reshaping the leading dims to [N, -1
 
 The networks. `Runs.build(factory)` calls the factory once per run, each under run k's
 own generator (seeded seed + k, so run k's initial weights depend on its seed alone),
-and stacks the N copies into one module whose Linear and LayerNorm layers hold [N, ...]
-weights (RunLinear, RunLayerNorm). Such a module runs N networks in one batched matmul
-per layer, and the module's own code (forward, sample, logits...) runs unchanged.
+and stacks the N copies into one module whose Linear, LayerNorm and Conv2d layers hold
+all N runs' weights (RunLinear, RunLayerNorm, RunConv2d). Such a module runs N networks
+in one batched matmul (or one grouped convolution) per layer, and the module's own code
+(forward, sample, logits...) runs unchanged.
 
 The update. Each run's loss is a mean over its rows, and the agents' losses are means
 over all N x B rows; RunAdam's `backward_and_step` scales the loss by N, so the
@@ -99,6 +100,49 @@ class RunLayerNorm(nn.Module):
         return layer
 
 
+class RunConv2d(nn.Module):
+    """N Conv2d layers as one grouped convolution: weight [N, out, in, kh, kw] and bias
+    [N, out], read as [N x out, ...] with groups N. Input [N x X, in, H, W], run-major;
+    run k's images meet run k's filters alone (group k holds channels [k in, (k+1) in)
+    of the regrouped input). Output [N x X, out, H', W']."""
+
+    def __init__(self, layers: Sequence[nn.Conv2d]):
+        super().__init__()
+        first = layers[0]
+        if first.groups != 1 or first.padding_mode != "zeros":
+            raise ConfigError(
+                "trainer.num_seeds > 1 stacks convolutions with groups=1 and zero padding"
+            )
+        self.options = dict(stride=first.stride, padding=first.padding, dilation=first.dilation)
+        self.weight = nn.Parameter(torch.stack([m.weight.detach() for m in layers]))
+        bias = [m.bias for m in layers]
+        self.bias = (
+            None if bias[0] is None else nn.Parameter(torch.stack([b.detach() for b in bias]))
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, out_c = self.weight.shape[:2]
+        c, h, w = x.shape[-3:]
+        grouped = x.reshape(n, -1, c, h, w).transpose(0, 1).reshape(-1, n * c, h, w)
+        weight = self.weight.reshape(n * out_c, *self.weight.shape[2:])
+        bias = None if self.bias is None else self.bias.reshape(-1)
+        out = F.conv2d(grouped, weight, bias, groups=n, **self.options)  # [X, N x out, ...]
+        out = out.reshape(-1, n, out_c, *out.shape[-2:]).transpose(0, 1)
+        return out.reshape(*x.shape[:-3], out_c, *out.shape[-2:])
+
+    def run(self, k: int) -> nn.Conv2d:
+        out_c, in_c, *kernel = self.weight.shape[1:]
+        layer = nn.Conv2d(
+            in_c, out_c, tuple(kernel), **self.options, bias=self.bias is not None,
+            device=self.weight.device,
+        )  # fmt: skip
+        with torch.no_grad():
+            layer.weight.copy_(self.weight[k])
+            if self.bias is not None:
+                layer.bias.copy_(self.bias[k])
+        return layer
+
+
 class LearnedVector(nn.Module):
     """A learned vector [d] read per row: forward(x [..., d]) is it broadcast to x's shape
     (a state-independent log-std). Stacks into RunLearnedVector."""
@@ -127,8 +171,13 @@ class RunLearnedVector(nn.Module):
         return LearnedVector(self.value[k])
 
 
-STACKABLE = {nn.Linear: RunLinear, nn.LayerNorm: RunLayerNorm, LearnedVector: RunLearnedVector}
-RUN_LAYERS = (RunLinear, RunLayerNorm, RunLearnedVector)
+STACKABLE = {
+    nn.Linear: RunLinear,
+    nn.LayerNorm: RunLayerNorm,
+    nn.Conv2d: RunConv2d,
+    LearnedVector: RunLearnedVector,
+}
+RUN_LAYERS = (RunLinear, RunLayerNorm, RunConv2d, RunLearnedVector)
 
 
 def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
@@ -139,8 +188,9 @@ def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
 
 def stack_modules(copies: Sequence[nn.Module]) -> nn.Module:
     """One module computing the N `copies` (same architecture, own weights) at once: a
-    deep copy of the first whose Linear and LayerNorm layers hold all N runs' weights.
-    Any other layer with parameters (a convolution, a noisy layer) is refused."""
+    deep copy of the first whose Linear, LayerNorm and Conv2d layers hold all N runs'
+    weights. Any other layer with parameters (a noisy layer, a recurrent cell) is
+    refused."""
     cls = STACKABLE.get(type(copies[0]))
     if cls is not None:  # a single layer
         return cls(copies)
@@ -150,10 +200,11 @@ def stack_modules(copies: Sequence[nn.Module]) -> nn.Module:
         if cls is not None:
             _replace(stacked, name, cls([c.get_submodule(name) for c in copies]))
         elif any(True for _ in module.parameters(recurse=False)):
+            where = name or "the network itself"
             raise ConfigError(
-                f"trainer.num_seeds > 1 stacks networks of Linear and LayerNorm layers; this "
-                f"one has a {type(module).__name__} ({name or 'the network itself'}): train "
-                f"the seeds as separate processes (-m seed=0,1,2) instead"
+                f"trainer.num_seeds > 1 stacks networks of Linear, LayerNorm and Conv2d "
+                f"layers; this one has a {type(module).__name__} ({where}): train the seeds "
+                f"as separate processes (-m seed=0,1,2) instead"
             )
     return stacked
 
