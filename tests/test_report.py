@@ -58,3 +58,24 @@ def test_a_columns_where_narrows_the_rows_lines(tmp_path, monkeypatch):
     }
     lines = report.lines_table(table, {}, {})
     assert "| a | 1.0 | 2.0 |" in lines and "| b | 3.0 | - |" in lines
+
+
+def test_a_runs_table_shows_the_iqm_and_the_published_figures(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for seed, value in enumerate([10.0, 20.0, 30.0, 40.0]):
+        record = {"seed": seed, "frames": 100, "eval_metrics": {"return": value}}
+        (runs / f"x_s{seed}_summary.json").write_text(json.dumps(record))
+    monkeypatch.setattr(report, "BENCH", tmp_path)
+    table = {
+        "iqm": True,
+        "published": {"section": "minatar", "impls": ["minatar-dqn", "gymnax-ppo"]},
+        "runs": [{"label": "x", "records": "runs/x_s*_summary.json", "task": "seaquest"}],
+    }
+    head, _, row, *rest = report.runs_table(table, {}, {})
+    assert "| IQM [95% CI] | minatar-dqn (published) | gymnax-ppo (published) |" in head
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2] == "10.0, 20.0, 30.0, 40.0" and cells[4].startswith("**25.0**")
+    assert cells[5:7] == ["16.4", "-"]  # gymnax has no Seaquest
+    sources = [line for line in rest if line.startswith("minatar-dqn (published)")]
+    assert "arXiv:1903.03176" in sources[0] and "github.com/kenjyoung/MinAtar" in sources[0]

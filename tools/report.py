@@ -10,8 +10,10 @@ tables, and every table row points at records:
 
 - a `runs` table reads run records (summary.json copies: tools/record_learning.py) and
   shows each row's final evaluation per seed, their mean with a bootstrap 95% interval
-  (gpurl.utils.aggregate), frames, the first evaluation at the row's threshold, wall
-  time, and the records' device, date, commit and torch;
+  (gpurl.utils.aggregate; the IQM too with `iqm: true`), the published figures of the
+  row's `task` from tools/peers/published.yaml (`published: {section, impls}`), frames,
+  the first evaluation at the row's threshold, wall time, and the records' device,
+  date, commit and torch;
 - a `lines` table reads JSON-lines records (the bench and eval tools) and shows named
   fields of the lines a row's `where` selects (narrowed by a column's own `where`, if
   it has one): one line as it is, several as mean ± sd.
@@ -133,7 +135,12 @@ def render_section(section: dict, cache: dict, rows_by_id: dict) -> list[str]:
 def runs_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
     metric, fmt = table.get("metric", "return"), table.get("fmt", "{:.1f}")
     threshold = table.get("threshold")
-    head = ["run", "seeds", f"final {metric} per seed", "mean [95% CI]", "frames"]
+    head = ["run", "seeds", f"final {metric} per seed", "mean [95% CI]"]
+    if table.get("iqm"):
+        head.append("IQM [95% CI]")
+    published = published_figures(table.get("published"))
+    head += [f"{impl} (published)" for impl in published]
+    head.append("frames")
     if threshold is not None:
         head.append(f"first evaluation >= {threshold:g}")
     head += ["wall time (s)", "device", "date", "commit", "torch"]
@@ -146,8 +153,11 @@ def runs_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
             ", ".join(str(r.get("seed", "?")) for r in records),
             ", ".join(_fmt(fmt, v) for v in finals),
             mean_ci(finals, fmt),
-            _distinct([f"{r['frames']:,}" for r in records]),
         ]
+        if table.get("iqm"):
+            cells.append(iqm_ci(finals, fmt))
+        cells += [_published_cell(entry, row.get("task")) for entry in published.values()]
+        cells.append(_distinct([f"{r['frames']:,}" for r in records]))
         if threshold is not None:
             cells.append(", ".join(_first_at(r, metric, threshold) for r in records))
         cells += [", ".join(_fmt("{:.0f}", r.get("wall_time_s")) for r in records)]
@@ -155,7 +165,40 @@ def runs_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
         body.append(cells)
         if row.get("id"):
             rows_by_id[row["id"]] = {"value": cells[3], "records": records, "metric": metric}
-    return _table(head, body)
+    lines = _table(head, body)
+    for impl, entry in published.items():
+        paper = f"{entry['paper']}, " if "paper" in entry else ""
+        lines += [
+            f"{impl} (published): {entry['algo']}, {paper}{_squash(entry['what'])}; "
+            f"{entry['steps']:,} steps; {entry['kind']}. Source: {entry['source']}",
+            "",
+        ]
+    return lines
+
+
+PUBLISHED = ROOT / "tools" / "peers" / "published.yaml"
+
+
+def published_figures(spec: dict | None) -> dict[str, dict]:
+    """The entries of tools/peers/published.yaml a runs table shows beside its rows
+    ({section, impls}), by impl, in the order asked."""
+    if not spec:
+        return {}
+    entries = yaml.safe_load(PUBLISHED.read_text())[spec["section"]]
+    by_impl = {e["impl"]: e for e in entries}
+    missing = [i for i in spec["impls"] if i not in by_impl]
+    if missing:
+        raise SystemExit(f"catalog: {PUBLISHED.name} has no {missing} in {spec['section']}")
+    return {impl: by_impl[impl] for impl in spec["impls"]}
+
+
+def _published_cell(entry: dict, task: str | None) -> str:
+    value = (entry.get("figures") or {}).get(task)
+    return "-" if value is None else f"{value:g}"
+
+
+def _squash(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def run_records(pattern: str, cache: dict) -> list[dict]:
@@ -203,6 +246,17 @@ def mean_ci(values: list, fmt: str) -> str:
     a = aggregate(values, reps=CI_REPS)
     low, high = a["mean_ci"]
     return f"**{_fmt(fmt, a['mean'])}** [{_fmt(fmt, low)}, {_fmt(fmt, high)}]"
+
+
+def iqm_ci(values: list, fmt: str) -> str:
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return _fmt(fmt, values[0]) if values else NOT_RECORDED
+    from gpurl.utils.aggregate import aggregate
+
+    a = aggregate(values, reps=CI_REPS)
+    low, high = a["iqm_ci"]
+    return f"**{_fmt(fmt, a['iqm'])}** [{_fmt(fmt, low)}, {_fmt(fmt, high)}]"
 
 
 def provenance(records: list[dict]) -> list[str]:
