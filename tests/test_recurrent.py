@@ -230,6 +230,30 @@ def test_the_memory_preset_rolls_out_two_whole_episodes_per_env(tmp_path):
     trainer.iteration()
 
 
+@pytest.mark.parametrize(
+    "env, overrides",
+    [
+        ("pixels", ["env.stack_k=1", "agent.encoder.cnn=tile"]),  # one frame, no stack
+        ("minatar", ["agent.encoder.cnn=minatar"]),
+    ],
+    ids=["pixels_stack_1", "minatar"],
+)
+def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
+    """Image envs: the core takes the CNN's features, one state per env, and the next
+    rollout starts from the state the last one left."""
+    trainer = small(tmp_path, *overrides, env=env)
+    agent = trainer.agent
+    nets = [m for net in agent.modules().values() for m in net.modules()]
+    assert any(isinstance(m, torch.nn.Conv2d) for m in nets)
+    assert isinstance(agent.core, RecurrentCore) and agent.core.hidden == 8
+    rollout = trainer.collector.rollout()
+    assert rollout.get(RECURRENT_STATE).shape == (8, 4, 16)  # an LSTM's h and c per env
+    carried = agent.core.state.clone()
+    assert carried.abs().max() > 0
+    torch.testing.assert_close(trainer.collector.rollout().get(RECURRENT_STATE)[0], carried)
+    trainer.iteration()
+
+
 # -- what is refused ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     "overrides, message",
