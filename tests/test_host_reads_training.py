@@ -109,6 +109,7 @@ ON_POLICY_CASES = {
     "pqn_gru": ["env=cartpole", "agent=pqn", "agent.recurrent=gru"],
     # running observation statistics, moved on once per collected batch
     "ppo_normalize": ["env=cartpole", "agent=ppo", "agent.encoder.normalize=true"],
+    "ppo_normalize_reward": ["env=cartpole", "agent=ppo", "agent.normalize_reward=true"],
     # V(last_obs) from the training state instead of the stored states' batched steps
     "ppo_gru_truncation_as_end": [
         "env=cartpole",

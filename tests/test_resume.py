@@ -146,6 +146,12 @@ EXACT_CASES = {
     ],
     # the running observation statistics carry across the checkpoint
     "ppo_cartpole_normalize": ["agent=ppo", "agent.encoder.normalize=true", *SMALL_ON_POLICY],
+    # the return statistics and each env's running return carry across the checkpoint
+    "ppo_cartpole_normalize_reward": [
+        "agent=ppo",
+        "agent.normalize_reward=true",
+        *SMALL_ON_POLICY,
+    ],
     # the acting hidden state [num_envs, 2 x hidden] carries across the checkpoint
     "ppo_cartpole_lstm": [
         "agent=ppo",

@@ -81,7 +81,7 @@ from gpurl.policies import (
     make_encoder,
     with_features,
 )
-from gpurl.policies.networks import FEATURES, EncoderConfig
+from gpurl.policies.networks import FEATURES, EncoderConfig, RewardScale
 from gpurl.policies.recurrent import (
     RECURRENT_STATE,
     RecurrentCore,
@@ -189,6 +189,11 @@ class ActorCriticConfig(OnPolicyConfig):
     activation: str = key("tanh", "tanh | relu", choices=tuple(ACTIVATIONS))
     gae_lambda: float = key(0.95, "GAE lambda (1: the n-step return)", ge=0, le=1)
     normalize_advantage: bool = key(True, "per rollout: (A - mean) / std")
+    normalize_reward: bool = key(
+        False,
+        "learn from rewards divided by a running std of the discounted return, clipped to "
+        "+-10 (SB3's VecNormalize norm_reward); evaluation reports the env's own rewards",
+    )
     entropy_coef: float = key(0.01, "weight of the entropy bonus", ge=0)
     value_coef: float = key(0.5, "weight of the value loss", ge=0)
     max_grad_norm: float | None = max_grad_norm_key(0.5)
@@ -292,6 +297,15 @@ class PPOAgent(OnPolicyAgent):
             core=self.core,
         ).to(device)
         self.gae_lambda = float(cfg.gae_lambda)
+        self.reward_scale = None
+        if cfg.get("normalize_reward"):
+            if runs.many:
+                raise ConfigError(
+                    "agent.normalize_reward keeps one set of return statistics, not one per "
+                    "run: drop trainer.num_seeds, or agent.normalize_reward"
+                )
+            shape = (*info.batch_shape, *info.group_shape)
+            self.reward_scale = RewardScale(shape, self.gamma, device=device)
         self.clip, self.value_clip = self.clips(cfg)
         self.normalize_advantage = bool(cfg.normalize_advantage)
         # a float, or one per run (trainer.per_seed), spread over each run's rows in learn
@@ -307,14 +321,18 @@ class PPOAgent(OnPolicyAgent):
     def modules(self):
         shared = {} if self.encoder is None else {"encoder": self.encoder}
         shared |= {} if self.core is None else {"core": self.core}
-        return {**shared, "actor": self.actor, "critic": self.critic}
+        scale = {} if self.reward_scale is None else {"reward_scale": self.reward_scale}
+        return {**shared, "actor": self.actor, "critic": self.critic, **scale}
 
     @property
     def recurrent(self) -> bool:
         return self.core is not None
 
     def acting_state(self):
-        return {} if self.core is None else {"recurrent_state": self.core.state}
+        state = {} if self.core is None else {"recurrent_state": self.core.state}
+        if self.reward_scale is not None:  # each env's return so far
+            state["reward_return"] = self.reward_scale.ret
+        return state
 
     def optimizers(self):
         return {"optimizer": self.optimizer}
@@ -336,6 +354,8 @@ class PPOAgent(OnPolicyAgent):
         """GAE advantages and value targets [T, N] (core/returns.gae), the advantages
         normalised over the rollout when agent.normalize_advantage."""
         reward, next_value, terminated, done = self.bootstrap(rollout, last_obs)
+        if self.reward_scale is not None:
+            reward = self.reward_scale(reward, done)
         value = rollout.get(VALUE)
         valid = None
         if self.core is not None:  # the sequences' resets ride with the targets

@@ -200,6 +200,36 @@ class RunningNorm(nn.Module):
         self.count.copy_(total)
 
 
+class RewardScale(nn.Module):
+    """Rewards divided by a running standard deviation of the discounted return and
+    clipped to +-`clip` (SB3's VecNormalize with norm_reward): each env's return since
+    its episode began, `ret` (acting state, carried from one rollout to the next), feeds
+    a RunningNorm whose variance scales the rewards; the mean is not subtracted. For
+    learning only: evaluation reports the env's own rewards."""
+
+    def __init__(self, shape: Sequence[int], gamma: float, clip: float = 10.0, device=None):
+        super().__init__()
+        self.gamma, self.clip = float(gamma), float(clip)
+        self.stats = RunningNorm(1, clip=clip)
+        # not a weight: a loaded policy may act at any batch size
+        self.register_buffer("ret", torch.zeros(tuple(shape), device=device), persistent=False)
+
+    @torch.no_grad()
+    def forward(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """The scaled rewards of a rollout [T, *shape], after its returns moved the
+        statistics; `done` [T, *shape] ends a return after its step."""
+        returns = torch.empty_like(reward)
+        ret = self.ret
+        for t in range(reward.shape[0]):
+            ret = ret * self.gamma + reward[t]
+            returns[t] = ret
+            ret = torch.where(done[t], 0.0, ret)
+        self.ret.copy_(ret)
+        self.stats.update(returns.reshape(-1, 1))
+        scale = torch.rsqrt(self.stats.var + self.stats.eps)
+        return (reward * scale).clamp(-self.clip, self.clip)
+
+
 class VectorEncoder(nn.Module):
     """A vector entry [d] (a scalar counts as [1]), optionally standardised by running
     statistics (`normalize`), optionally embedded."""
