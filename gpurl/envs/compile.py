@@ -47,7 +47,6 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch.utils._pytree import tree_map
 from torchrl.data import Bounded, Categorical
 
 from gpurl.core.compile import compile_flat
@@ -71,7 +70,16 @@ def _row_major(state: tuple) -> tuple:
     """The state as the graph was traced with it: a computation on the counter
     generator's column-major lanes can leave a state tensor column-major, and the next
     call, fed that tensor, would fail the graph's stride check."""
-    return tuple(tree_map(torch.Tensor.contiguous, t) for t in state)
+    return tuple(_contiguous(t) for t in state)
+
+
+def _contiguous(x):
+    """x with every tensor in it contiguous: a tensor, or a NamedTuple of them (an env
+    state, a game's state inside it)."""
+    if isinstance(x, torch.Tensor):
+        return x.contiguous()
+    items = [_contiguous(t) for t in x]
+    return tuple(items) if type(x) is tuple else type(x)(*items)
 
 
 def _with_core_options(core: LeanCore, backend: str, kwargs: dict) -> dict:
