@@ -63,7 +63,11 @@ def tiny(args: list[str], tmp_path: Path) -> list[str]:
     on_policy_presets = ("experiment=ppo", "experiment=a2c", "experiment=pqn", "experiment=pixels")
     on_policy_presets += ("experiment=atari",)
     on_policy_agents = ("agent=ppo", "agent=a2c", "agent=pqn")
+    minatar = [a for a in args if a.startswith("experiment=minatar_")]
     on_policy = any(a.startswith(on_policy_presets) or a in on_policy_agents for a in args)
+    on_policy = on_policy or any(a.endswith(("_pqn", "_ppo")) for a in minatar)
+    if minatar:  # 128 envs x 32 steps a rollout: 16 envs keep one rollout within 2,048
+        args = [*args, "env.num_envs=16", "env.max_episode_steps=50"]
     # at least one batch or rollout, which the schema asks of every budget: one step of
     # every env off-policy; one rollout of the largest on-policy run here (pqn_cartpole,
     # pixels_ppo: 2,048 frames; envpool's 8 games x 128 steps: 1,024)
