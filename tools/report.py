@@ -155,7 +155,7 @@ def runs_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
             mean_ci(finals, fmt),
         ]
         if table.get("iqm"):
-            cells.append(iqm_ci(finals, fmt))
+            cells.append(mean_ci(finals, fmt, "iqm"))
         cells += [_published_cell(entry, row.get("task")) for entry in published.values()]
         cells.append(_distinct([f"{r['frames']:,}" for r in records]))
         if threshold is not None:
@@ -237,26 +237,16 @@ def _first_at(record: dict, metric: str, threshold: float) -> str:
     return f"{hits[0]:,}" if hits else "-"
 
 
-def mean_ci(values: list, fmt: str) -> str:
+def mean_ci(values: list, fmt: str, stat: str = "mean") -> str:
+    """The values' mean (or `stat`: "iqm") in bold with its bootstrap 95% interval."""
     values = [v for v in values if v is not None]
     if len(values) < 2:
         return _fmt(fmt, values[0]) if values else NOT_RECORDED
     from gpurl.utils.aggregate import aggregate
 
     a = aggregate(values, reps=CI_REPS)
-    low, high = a["mean_ci"]
-    return f"**{_fmt(fmt, a['mean'])}** [{_fmt(fmt, low)}, {_fmt(fmt, high)}]"
-
-
-def iqm_ci(values: list, fmt: str) -> str:
-    values = [v for v in values if v is not None]
-    if len(values) < 2:
-        return _fmt(fmt, values[0]) if values else NOT_RECORDED
-    from gpurl.utils.aggregate import aggregate
-
-    a = aggregate(values, reps=CI_REPS)
-    low, high = a["iqm_ci"]
-    return f"**{_fmt(fmt, a['iqm'])}** [{_fmt(fmt, low)}, {_fmt(fmt, high)}]"
+    low, high = a[f"{stat}_ci"]
+    return f"**{_fmt(fmt, a[stat])}** [{_fmt(fmt, low)}, {_fmt(fmt, high)}]"
 
 
 def provenance(records: list[dict]) -> list[str]:
