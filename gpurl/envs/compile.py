@@ -66,19 +66,14 @@ def _core_of(env: NativeEnv) -> LeanCore:
     return core
 
 
-def _row_major(state: tuple) -> tuple:
-    """The state as the graph was traced with it: a computation on the counter
-    generator's column-major lanes can leave a state tensor column-major, and the next
-    call, fed that tensor, would fail the graph's stride check."""
-    return tuple(_contiguous(t) for t in state)
-
-
-def _contiguous(x):
-    """x with every tensor in it contiguous: a tensor, or a NamedTuple of them (an env
-    state, a game's state inside it)."""
+def _row_major(x):
+    """x (a state: a tensor, or a (named) tuple of them) as the graph was traced with
+    it: a computation on the counter generator's column-major lanes can leave a state
+    tensor column-major, and the next call, fed that tensor, would fail the graph's
+    stride check."""
     if isinstance(x, torch.Tensor):
         return x.contiguous()
-    items = [_contiguous(t) for t in x]
+    items = [_row_major(t) for t in x]
     return tuple(items) if type(x) is tuple else type(x)(*items)
 
 
@@ -130,7 +125,7 @@ class CompiledLeanStep:
                 noise = tuple(CounterRNG.draws(rest[0], rest[1], rest[2:]))
                 advanced = (rest[1] + 1,)
             work, nxt = core.step(core.unpack(*state), action, noise, force_reset)
-            state = _row_major(core.pack(*work))
+            state = tuple(_row_major(core.pack(*work)))
             obs = core.observe(*state)  # may alias the state, as _observation() does
             layout["next"], layout["obs"] = tuple(nxt), tuple(obs)
             return (*state, *advanced, *nxt.values(), *obs.values())
