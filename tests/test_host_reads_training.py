@@ -110,6 +110,8 @@ ON_POLICY_CASES = {
     # running observation statistics, moved on once per collected batch
     "ppo_normalize": ["env=cartpole", "agent=ppo", "agent.encoder.normalize=true"],
     "ppo_normalize_reward": ["env=cartpole", "agent=ppo", "agent.normalize_reward=true"],
+    # the surrogate clip a device scalar, annealed in place beside the lr
+    "ppo_anneal_clip": ["env=cartpole", "agent=ppo", "agent.anneal_clip=true"],
     # V(last_obs) from the training state instead of the stored states' batched steps
     "ppo_gru_truncation_as_end": [
         "env=cartpole",

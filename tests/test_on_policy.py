@@ -365,3 +365,54 @@ def test_a_resumed_run_keeps_annealing_the_learning_rate(tmp_path):
     assert resumed.frames == 64
     assert agent.lr.item() == pytest.approx(agent.cfg.lr * (1 - 64 / 1024), rel=1e-5)
     assert agent.optimizer.param_groups[0]["lr"].item() == agent.lr.item() < agent.cfg.lr
+
+
+def test_anneal_clip_anneals_the_surrogate_clip_with_the_frames(tmp_path):
+    """agent.anneal_clip: the clip is base x (1 - frames / total_frames) at each update,
+    as the lr, and it survives a resume (recomputed from the frames)."""
+    keys = ["env=cartpole", "agent=ppo", "trainer.total_frames=1024", "agent.anneal_clip=true"]
+    run = small(tmp_path / "a", keys)
+    assert run.agent.anneals()
+    run.iteration()
+    path = run.save()
+    resumed = small(tmp_path / "b", keys)
+    resumed.resume(path)
+    resumed.iteration()
+    agent = resumed.agent
+    assert resumed.frames == 64
+    remaining = 1 - 64 / 1024
+    assert agent.clip.item() == pytest.approx(0.2 * remaining, rel=1e-5)
+    assert agent.lr.item() == pytest.approx(agent.cfg.lr * remaining, rel=1e-5)
+
+
+def test_anneal_clip_alone_anneals_the_clip_and_leaves_the_lr(tmp_path):
+    run = small(
+        tmp_path,
+        [
+            "env=cartpole",
+            "agent=ppo",
+            "trainer.total_frames=1024",
+            "agent.anneal_clip=true",
+            "agent.anneal_lr=false",
+        ],
+    )
+    run.iteration()
+    assert run.agent.clip.item() == pytest.approx(0.2 * (1 - 32 / 1024), rel=1e-5)
+    assert run.agent.lr.item() == pytest.approx(run.agent.cfg.lr)
+
+
+def test_anneal_clip_without_a_clip_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="anneal_clip") as err:
+        small(
+            tmp_path,
+            ["env=cartpole", "agent=ppo", "agent.anneal_clip=true", "agent.clip_epsilon=null"],
+        )
+    assert "\n" not in str(err.value)
+
+
+def test_ppo_policy_loss_takes_a_device_clip():
+    """A tensor clip (agent.anneal_clip) gives the float clip's loss."""
+    ratio, advantage = torch.tensor([0.5, 1.0, 1.5]), torch.tensor([1.0, -1.0, 1.0])
+    assert torch.equal(
+        ppo_policy_loss(ratio, advantage, torch.tensor(0.2)), ppo_policy_loss(ratio, advantage, 0.2)
+    )

@@ -375,7 +375,18 @@ class OnPolicyAgent(Agent):
 
     def set_horizon(self, total_frames: int) -> None:
         """The run's length in frames (the trainer's total_frames), for annealing."""
-        self.anneal_frames = int(total_frames) if self.cfg.anneal_lr else 0
+        self.anneal_frames = int(total_frames) if self.anneals() else 0
+
+    def anneals(self) -> bool:
+        """Whether anything anneals over the run: the learning rate (agent.anneal_lr);
+        an agent with schedules of its own adds them (PPO's agent.anneal_clip)."""
+        return bool(self.cfg.anneal_lr)
+
+    def anneal(self, remaining: Tensor) -> None:
+        """Set what anneals for the fraction of the run still to come, `remaining` (a
+        device scalar in [0, 1]): lr = remaining x its base value."""
+        if self.cfg.anneal_lr:
+            self.lr.copy_(remaining * self.base_lr)
 
     # -- targets ---------------------------------------------------------------------------
     def value(self, obs: TensorDict) -> Tensor:
@@ -441,8 +452,7 @@ class OnPolicyAgent(Agent):
         `learn` step on the minibatch `batch` [N]."""
         # once per rollout: the frames, and so the rate, stay put over its minibatches
         if self.anneal_frames and progress.frame_count != self._annealed_at:
-            frac = 1.0 - progress.frames.double() / self.anneal_frames
-            self.lr.copy_(frac.clamp(min=0.0) * self.base_lr)
+            self.anneal((1.0 - progress.frames.double() / self.anneal_frames).clamp(min=0.0))
             self._annealed_at = progress.frame_count
         return self.learn_step(batch)
 

@@ -103,7 +103,7 @@ def masked_mean(x: Tensor, weight: Tensor | None = None) -> Tensor:
 
 
 def ppo_policy_loss(
-    ratio: Tensor, advantage: Tensor, clip: float | None, weight: Tensor | None = None
+    ratio: Tensor, advantage: Tensor, clip: float | Tensor | None, weight: Tensor | None = None
 ) -> Tensor:
     """mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))); no clipping when clip is None
     (then the gradient at r = 1 is A grad log pi, the plain policy gradient of A2C).
@@ -217,6 +217,11 @@ class PPOConfig(ActorCriticConfig):
     """PPO (gpurl/agents/ppo.py), an on-policy agent. Defaults: CleanRL's ppo.py."""
 
     clip_epsilon: float | None = key(0.2, "surrogate clip; null = none", gt=0)
+    anneal_clip: bool = key(
+        False,
+        "anneal the surrogate clip linearly to 0 over trainer.total_frames, as anneal_lr "
+        "does the learning rate (SB3's clip_range lin_X)",
+    )
     value_clip: float | None = key(
         0.2, "value-loss clip around the collection-time value; null = none", gt=0
     )
@@ -307,6 +312,14 @@ class PPOAgent(OnPolicyAgent):
             shape = (*info.batch_shape, *info.group_shape)
             self.reward_scale = RewardScale(shape, self.gamma, device=device)
         self.clip, self.value_clip = self.clips(cfg)
+        self.base_clip = self.clip
+        if cfg.get("anneal_clip"):
+            if self.clip is None:
+                raise ConfigError(
+                    "agent.anneal_clip anneals the surrogate clip: set agent.clip_epsilon, "
+                    "or agent.anneal_clip=false"
+                )
+            self.clip = torch.tensor(self.clip, device=device)  # annealed in place
         self.normalize_advantage = bool(cfg.normalize_advantage)
         # a float, or one per run (trainer.per_seed), spread over each run's rows in learn
         self.entropy_coef = self.runs.value("entropy_coef", cfg.entropy_coef, device)
@@ -317,6 +330,14 @@ class PPOAgent(OnPolicyAgent):
     def clips(self, cfg) -> tuple[float | None, float | None]:
         """(surrogate clip, value clip); None where off (a null or non-positive value)."""
         return _optional(cfg.clip_epsilon), _optional(cfg.value_clip)
+
+    def anneals(self) -> bool:
+        return super().anneals() or isinstance(self.clip, Tensor)
+
+    def anneal(self, remaining: Tensor) -> None:
+        super().anneal(remaining)
+        if isinstance(self.clip, Tensor):  # agent.anneal_clip
+            self.clip.copy_(remaining * self.base_clip)
 
     def modules(self):
         shared = {} if self.encoder is None else {"encoder": self.encoder}
@@ -418,7 +439,8 @@ class PPOAgent(OnPolicyAgent):
         clip_and_step(self.optimizer, loss, _optional(cfg.max_grad_norm))
         with torch.no_grad():
             approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
-            clipped = masked_mean(((ratio - 1).abs() > (self.clip or math.inf)).float(), weight)
+            clip = math.inf if self.clip is None else self.clip
+            clipped = masked_mean(((ratio - 1).abs() > clip).float(), weight)
         return scalars(
             policy_loss=policy_loss.detach(),
             value_loss=value_loss.detach(),
