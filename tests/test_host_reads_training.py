@@ -120,6 +120,12 @@ ON_POLICY_CASES = {
         "agent.bootstrap_truncated=false",
     ],
     "ppo_lstm_pendulum": ["env=pendulum", "agent=ppo", "agent.recurrent=lstm"],
+    "ppo_lstm_critic_own": [
+        "env=cartpole",
+        "agent=ppo",
+        "agent.recurrent=lstm",
+        "agent.critic_recurrent=true",
+    ],
     "pqn_pixels": ["env=pixels", "agent=pqn"],
     # the pixel presets (tile CNN, small worlds, info_mode=stats) as they train
     "pixels_ppo": ["experiment=pixels_ppo"],

@@ -65,6 +65,57 @@ def test_a_done_zeroes_the_state_for_the_next_step_and_cuts_the_gradient(kind):
     assert grad[0].abs().max() > 0
 
 
+def split_into_parts(core: RecurrentCore) -> list[RecurrentCore]:
+    """Each part of a core of parts > 1 as a core of its own, with that part's weights."""
+    gates, h = core.gates // core.hidden, core.part_features
+    subs = []
+    for k in range(core.parts):
+        sub = RecurrentCore(core.kind, core.rnn.input_size, h, core.state.shape[:-1])
+        with torch.no_grad():
+            for name, p in core.rnn.named_parameters():
+                part = p.view(gates, core.parts, h, *p.shape[1:])[:, k]
+                if name.startswith("weight_hh"):
+                    part = part[..., k * h : (k + 1) * h]
+                getattr(sub.rnn, name).copy_(part.reshape(getattr(sub.rnn, name).shape))
+        subs.append(sub)
+    return subs
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_core_of_two_parts_is_two_independent_layers(kind):
+    """parts=2 (agent.critic_recurrent): the outputs are those of two separate layers on
+    the same features, resets included; no part's output depends on the other's weights
+    or state, and the weights between parts stay 0 through a step of Adam."""
+    torch.manual_seed(0)
+    core = RecurrentCore(kind, 3, 4, (5,), parts=2)
+    assert core.out_features == 8 and core.part_features == 4
+    x = torch.randn(6, 5, 3)
+    done = torch.zeros(6, 5, dtype=torch.bool)
+    done[2, 1] = True
+    state = torch.randn(5, core.state_size, requires_grad=True)
+    out = core.sequence(x, state, done)
+    actor, critic = split_into_parts(core)
+    h = 4
+    if core.lstm:  # [h, c] of both parts -> each part's [h, c]
+        hs, cs = state[:, :8], state[:, 8:]
+        states = [torch.cat((hs[:, :h], cs[:, :h]), -1), torch.cat((hs[:, h:], cs[:, h:]), -1)]
+    else:
+        states = [state[:, :h], state[:, h:]]
+    expected = [sub.sequence(x, s, done) for sub, s in zip((actor, critic), states, strict=True)]
+    torch.testing.assert_close(out, torch.cat(expected, -1))
+    # the critic's outputs reach none of the actor's state
+    (grad,) = torch.autograd.grad(out[..., h:].sum(), state)
+    own = grad[:, h:8] if not core.lstm else torch.cat((grad[:, h:8], grad[:, 8 + h :]), -1)
+    other = grad[:, :h] if not core.lstm else torch.cat((grad[:, :h], grad[:, 8 : 8 + h]), -1)
+    assert other.abs().max() == 0 and own.abs().max() > 0
+    off_block = core.hh_mask == 0
+    optimizer = torch.optim.Adam(core.parameters(), lr=0.1)
+    core.sequence(x, state.detach(), done).square().sum().backward()
+    assert core.rnn.weight_hh_l0.grad[off_block].abs().max() == 0
+    optimizer.step()
+    assert core.rnn.weight_hh_l0[off_block].abs().max() == 0
+
+
 def test_episode_end_zeroes_the_training_state_by_mask():
     core = RecurrentCore("lstm", 3, 2, (3,))
     core.state.fill_(1.0)
@@ -111,11 +162,16 @@ def test_the_rollout_stores_the_state_each_step_began_with_and_carries_it_over(t
     torch.testing.assert_close(second.get(RECURRENT_STATE)[0], carried)
 
 
-def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(tmp_path):
+@pytest.mark.parametrize("critic_recurrent", [False, True], ids=["shared", "critic_own"])
+def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(
+    tmp_path, critic_recurrent
+):
     """The minibatch an update sees: the rollout's T steps of half the envs, beginning at
     the states the rollout stored at its first step; re-running the core over it gives
-    back the log-probs and values the policy acted with (ratio 1 before any update)."""
-    trainer = small(tmp_path, envs=4, steps=40)
+    back the log-probs and values the policy acted with (ratio 1 before any update).
+    With agent.critic_recurrent the critic reads its own layer's part of the features."""
+    trainer = small(tmp_path, f"agent.critic_recurrent={critic_recurrent}", envs=4, steps=40)
+    assert trainer.agent.core.parts == (2 if critic_recurrent else 1)
     agent = trainer.agent
     trainer.collector.rollout()  # the second rollout begins mid-episode
     rollout = trainer.collector.rollout()
@@ -141,10 +197,11 @@ def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(tmp_pat
         torch.testing.assert_close(agent.critic(obs), batch.get(VALUE))
 
 
-def test_bootstrap_values_follow_the_stored_states(tmp_path):
+@pytest.mark.parametrize("critic_recurrent", [False, True], ids=["shared", "critic_own"])
+def test_bootstrap_values_follow_the_stored_states(tmp_path, critic_recurrent):
     """V of each step's next observation: where the episode goes on, the next step's
     stored value (the same observation from the same state)."""
-    trainer = small(tmp_path, envs=4, steps=40)
+    trainer = small(tmp_path, f"agent.critic_recurrent={critic_recurrent}", envs=4, steps=40)
     agent = trainer.agent
     rollout = trainer.collector.rollout()
     with torch.no_grad():
@@ -262,8 +319,9 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
         (["compile.policy=true"], "compile.cudagraphs=false and compile.policy=false"),
         (["agent.minibatches=8"], "does not divide env.num_envs=4"),
         (["env.max_episode_steps=20"], "single-agent envs"),
+        (["agent.recurrent=null", "agent.critic_recurrent=true"], "set agent.recurrent"),
     ],
-    ids=["num_seeds", "compile_policy", "minibatches", "multi_robot"],
+    ids=["num_seeds", "compile_policy", "minibatches", "multi_robot", "critic_alone"],
 )
 def test_what_recurrent_agents_refuse_in_one_line(tmp_path, overrides, message):
     env = "marinenav" if "single" in message else "cartpole"

@@ -29,7 +29,8 @@ sample of the minibatches is one (time, env) step carrying all of its robots, [R
 Recurrent PPO and A2C (agent.recurrent=lstm | gru): one encoder and one recurrent core
 (policies/recurrent.py, agent.recurrent_hidden units) shared by the actor and the critic,
 whose trunks read the core's output (CleanRL's ppo_atari_lstm.py; agent.shared_encoder
-is then implied). The acting policy carries the hidden state per env and writes the
+is then implied), or with agent.critic_recurrent a layer each (the core in two parts,
+each trunk reading its own). The acting policy carries the hidden state per env and writes the
 state each step began with into the rollout (RECURRENT_STATE); the trainer deals whole
 env sequences [T, envs / minibatches] to the minibatches (trainers/on_policy.py), and
 `learn` replays the core over each from the stored state at the rollout's first step,
@@ -209,6 +210,12 @@ class ActorCriticConfig(OnPolicyConfig):
         "trained by backpropagation through the rollout"
     )
     recurrent_hidden: int = recurrent_hidden_key()
+    critic_recurrent: bool = key(
+        False,
+        "with agent.recurrent: the critic gets a recurrent layer of its own beside the "
+        "actor's, each agent.recurrent_hidden units (sb3-contrib's enable_critic_lstm); "
+        "false: one layer shared by both",
+    )
     encoder: EncoderConfig = encoder_key()
 
 
@@ -261,27 +268,37 @@ class PPOAgent(OnPolicyAgent):
         self.encoder = self.core = None
         if cfg.get("shared_encoder") or recurrent:
             self.encoder = runs.build(lambda: make_encoder(info, enc)).to(device)
+        if cfg.get("critic_recurrent") and not recurrent:
+            raise ConfigError(
+                "agent.critic_recurrent gives the critic a recurrent layer of its own: set "
+                "agent.recurrent=lstm or gru too, or drop agent.critic_recurrent"
+            )
         if recurrent:
-            self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
+            parts = 2 if cfg.get("critic_recurrent") else 1  # the actor's, the critic's
+            self.core = RecurrentCore.for_agent(cfg, self.encoder, info, parts)
         features = self.encoder if self.core is None else self.core
 
-        def trunk():
+        def trunk(part: int):
+            """Head `part`'s input (0: the actor, 1: the critic)."""
             if self.encoder is None:
                 return make_encoder(info, enc)
+            if self.core is not None and self.core.parts > 1:
+                width = self.core.part_features
+                return SharedFeatures(width, offset=part * width)
             return SharedFeatures(features.out_features)
 
         def actor():
             if info.discrete:
-                net = CategoricalActor(trunk(), info.n_actions, hidden, act)
+                net = CategoricalActor(trunk(0), info.n_actions, hidden, act)
             else:
-                net = ClippedGaussianActor(trunk(), info.action_dim, hidden, act, cfg.init_log_std)
+                net = ClippedGaussianActor(trunk(0), info.action_dim, hidden, act, cfg.init_log_std)
             _init_layers(net.net, 0.01)
             return net
 
         def value_network():
             # MAPPO's critic reads the group's observations; IPPO's a trunk like the actor's
             net = ValueNetwork(
-                CentralEncoder(info) if critic == "central" else trunk(), hidden, act
+                CentralEncoder(info) if critic == "central" else trunk(1), hidden, act
             )
             _init_layers(net.net, 1.0)
             return net

@@ -366,14 +366,19 @@ FEATURES = "features"
 
 
 class SharedFeatures(nn.Module):
-    """A head's encoder when heads share one trunk: reads the features that trunk wrote."""
+    """A head's encoder when heads share one trunk: reads the features that trunk wrote,
+    or with `offset` its own part of them, [offset, offset + out_features) (a recurrent
+    core of one layer per head)."""
 
-    def __init__(self, out_features: int):
+    def __init__(self, out_features: int, offset: int | None = None):
         super().__init__()
-        self.out_features = out_features
+        self.out_features, self.offset = out_features, offset
 
     def forward(self, td: TensorDictBase) -> torch.Tensor:
-        return td.get(FEATURES)
+        x = td.get(FEATURES)
+        if self.offset is None:
+            return x
+        return x[..., self.offset : self.offset + self.out_features]
 
 
 def with_features(encoder: nn.Module | None, td: TensorDictBase) -> TensorDictBase:

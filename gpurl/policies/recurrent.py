@@ -39,15 +39,24 @@ RECURRENT_KINDS = ("lstm", "gru")
 
 class RecurrentCore(nn.Module):
     """One LSTM or GRU layer (torch.nn, batch_first=False) over features [*batch, F] ->
-    [*batch, hidden], holding the training env batch's acting state (module docstring)."""
+    [*batch, hidden], holding the training env batch's acting state (module docstring).
 
-    def __init__(self, kind: str, in_features: int, hidden: int, batch_shape, device=None) -> None:
+    `parts` > 1 makes that many independent layers of `hidden` units each on the same
+    features (an actor's and a critic's, sb3-contrib's enable_critic_lstm), run as one
+    layer of parts x hidden units whose hidden-to-hidden weights are masked to blocks:
+    no part's state reaches another's gates, so each part is a layer of its own and
+    they still step in one matmul. Part k's output is out[..., k H:(k + 1) H]."""
+
+    def __init__(
+        self, kind: str, in_features: int, hidden: int, batch_shape, device=None, parts: int = 1
+    ) -> None:
         super().__init__()
         if kind not in RECURRENT_KINDS:
             raise ConfigError(f"agent.recurrent={kind} is unknown: use lstm, gru or null")
         if hidden < 1:
             raise ConfigError(f"agent.recurrent_hidden must be >= 1, got {hidden}")
-        self.kind, self.hidden = kind, int(hidden)
+        self.kind, self.parts, self.part_features = kind, int(parts), int(hidden)
+        self.hidden = self.parts * self.part_features
         self.lstm = kind == "lstm"
         rnn = nn.LSTM if self.lstm else nn.GRU
         self.rnn = rnn(in_features, self.hidden, num_layers=1, batch_first=False)
@@ -56,14 +65,28 @@ class RecurrentCore(nn.Module):
         self.gates = (4 if self.lstm else 3) * self.hidden
         state = torch.zeros((*batch_shape, self.state_size), device=device)
         self.register_buffer("state", state, persistent=False)
+        self.register_buffer("hh_mask", None, persistent=False)
+        if self.parts > 1:  # unit i of a gate reads unit j's state only within its part
+            part = torch.arange(self.hidden) // self.part_features
+            block = (part[:, None] == part[None, :]).float()
+            mask = block.repeat(self.gates // self.hidden, 1)
+            self.register_buffer("hh_mask", mask.to(device), persistent=False)
+            with torch.no_grad():
+                bound = self.part_features**-0.5  # torch's init for a layer of one part's width
+                for p in self.rnn.parameters():
+                    p.uniform_(-bound, bound)
+                self.rnn.weight_hh_l0.mul_(mask)  # what the mask drops stays 0: no gradient
         self.eval_state: Tensor | None = None
 
     @classmethod
-    def for_agent(cls, cfg, encoder: nn.Module, info) -> RecurrentCore:
+    def for_agent(cls, cfg, encoder: nn.Module, info, parts: int = 1) -> RecurrentCore:
         """The core an agent config asks for (agent.recurrent, agent.recurrent_hidden)
-        on `encoder`'s features, holding the state of `info`'s training envs."""
+        on `encoder`'s features, holding the state of `info`'s training envs; `parts`
+        independent layers of agent.recurrent_hidden units each."""
         hidden = int(cfg.get("recurrent_hidden") or 128)
-        core = cls(cfg.get("recurrent"), encoder.out_features, hidden, info.batch_shape)
+        core = cls(
+            cfg.get("recurrent"), encoder.out_features, hidden, info.batch_shape, parts=parts
+        )
         return core.to(info.device)
 
     # -- one step and whole sequences --------------------------------------------------
@@ -83,16 +106,23 @@ class RecurrentCore(nn.Module):
             out = torch.addmm(rnn.bias_ih_l0, flat, rnn.weight_ih_l0.t())
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
-    def _cell(self, xi: Tensor, state: Tensor) -> Tensor:
+    def _hh(self) -> Tensor:
+        """The hidden-to-hidden weights, masked to their parts' blocks when parts > 1."""
+        w = self.rnn.weight_hh_l0
+        return w if self.hh_mask is None else w * self.hh_mask
+
+    def _cell(self, xi: Tensor, state: Tensor, w_hh: Tensor | None = None) -> Tensor:
         """The next state [B, S] from projected inputs xi [B, G x H] and `state` [B, S]
-        (torch.nn's LSTM gate order i, f, g, o; GRU's r, z, n)."""
+        (torch.nn's LSTM gate order i, f, g, o; GRU's r, z, n); `w_hh`: self._hh(),
+        passed in by a loop over steps so the mask is applied once."""
         rnn, H = self.rnn, self.hidden
+        w_hh = self._hh() if w_hh is None else w_hh
         if self.lstm:
             h, c = state[..., :H], state[..., H:]
-            i, f, g, o = torch.addmm(xi, h, rnn.weight_hh_l0.t()).chunk(4, -1)
+            i, f, g, o = torch.addmm(xi, h, w_hh.t()).chunk(4, -1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             return torch.cat((torch.sigmoid(o) * torch.tanh(c), c), -1)
-        hr, hz, hn = torch.addmm(rnn.bias_hh_l0, state, rnn.weight_hh_l0.t()).chunk(3, -1)
+        hr, hz, hn = torch.addmm(rnn.bias_hh_l0, state, w_hh.t()).chunk(3, -1)
         xr, xz, xn = xi.chunk(3, -1)
         r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
         n = torch.tanh(xn + r * hn)
@@ -123,9 +153,10 @@ class RecurrentCore(nn.Module):
         xi = self._project(x).reshape(T, -1, self.gates)
         keep = (1.0 - done.to(x.dtype)).reshape(T, -1, 1)
         state = state.reshape(-1, self.state_size)
+        w_hh = self._hh()
         after = []
         for t in range(T):
-            new = self._cell(xi[t], state)
+            new = self._cell(xi[t], state, w_hh)
             after.append(new)
             state = new * keep[t]
         after = torch.stack(after)  # [T, B, S]
