@@ -4,6 +4,7 @@ Tune's PopulationBasedTraining, at equal frames per run. One JSON record per sid
     python tools/bench_pbt.py --task pqn_cartpole --sides fixed pbt ray \\
         --out docs/bench/pbt/pbt_pqn_cartpole_cpu.jsonl
     python tools/bench_pbt.py --task sac_pendulum --sides fixed pbt
+    python tools/bench_pbt.py --task pqn_minatar_breakout --sides fixed pbt --cores 1
 
 Sides (R = --runs, 16 by default; C = --cores, 2 by default):
     fixed   one gpurl process, trainer.num_seeds=R, each run with its own values drawn
@@ -56,6 +57,20 @@ TASKS = {
             "gamma": {"low": 0.8, "high": 0.999},
         },
         "interval": 10240,
+    },
+    "pqn_minatar_breakout": {  # the preset at a twentieth of its 10M frames per run
+        "overrides": [
+            "experiment=minatar_breakout_pqn",
+            "trainer.total_frames=499712",  # 122 rollouts of 32 x 128
+            "agent.epsilon_frames=50000",  # a tenth of the run, as in the preset
+            "trainer.eval_interval=98304",
+            "env.eval_envs=32",
+        ],
+        "space": {
+            "lr": {"low": 1e-5, "high": 1e-2, "log": True},
+            "gamma": {"low": 0.8, "high": 0.999},
+        },
+        "interval": 98304,
     },
     "sac_pendulum": {
         "overrides": ["experiment=sac_pendulum"],
