@@ -10,6 +10,7 @@ from gpurl.agents.ppo import PPOAgent
 from gpurl.core.compile import CompileSpec
 from gpurl.errors import ConfigError
 from gpurl.policies import LOG_PROB, VALUE
+from gpurl.policies.lstm_sequence import lstm_sequence
 from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
 from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import evaluate_protocol
@@ -63,6 +64,35 @@ def test_a_done_zeroes_the_state_for_the_next_step_and_cuts_the_gradient(kind):
     assert grad[1].abs().max() > 0
     (grad,) = torch.autograd.grad(out[:2, 0].sum(), state)
     assert grad[0].abs().max() > 0
+
+
+def test_the_written_out_lstm_backward_is_autograd_s():
+    """lstm_sequence (the LSTM's sequence replay, its backward written out) against the
+    step-by-step cell under autograd, with resets mid-sequence: values and the gradients
+    of every input (gradcheck in float64)."""
+    torch.manual_seed(0)
+    core = RecurrentCore("lstm", 3, 4, (5,), parts=2).double()
+    T, B, H = 6, 5, 8
+    done = torch.zeros(T, B, dtype=torch.bool)
+    done[2, 1] = done[4, 3] = True
+    keep = (1.0 - done.double()).reshape(T, B, 1)
+    xi = core._project(torch.randn(T, B, 3, dtype=torch.double)).detach().requires_grad_()
+    h0, c0 = torch.randn(2, B, H, dtype=torch.double, requires_grad=True)
+    w = core._hh().detach().requires_grad_()
+    assert torch.autograd.gradcheck(lambda *a: lstm_sequence(*a, keep), (xi, h0, c0, w))
+    s, after = torch.cat((h0, c0), -1), []
+    for t in range(T):
+        new = core._cell(xi[t], s, w)
+        after.append(new)
+        s = new * keep[t]
+    after = torch.stack(after)
+    hs, cs = lstm_sequence(xi, h0, c0, w, keep)
+    torch.testing.assert_close(torch.cat((hs, cs), -1), after)
+    weights = torch.randn_like(after)
+    grads = torch.autograd.grad((after * weights).sum(), (xi, h0, c0, w))
+    fused = torch.autograd.grad((torch.cat((hs, cs), -1) * weights).sum(), (xi, h0, c0, w))
+    for a, b in zip(grads, fused, strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def split_into_parts(core: RecurrentCore) -> list[RecurrentCore]:

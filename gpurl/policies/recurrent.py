@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from gpurl.errors import ConfigError
+from gpurl.policies.lstm_sequence import lstm_sequence
 from gpurl.policies.networks import FEATURES
 
 RECURRENT_STATE = "recurrent_state"
@@ -95,7 +96,9 @@ class RecurrentCore(nn.Module):
     # its weights and states on every step, which made a 32-step unroll with its backward
     # three times slower on the CPU. The input projection of a whole sequence is one
     # matmul; only the hidden-to-hidden product runs per step. Acting and learning share
-    # `_cell`, so a state moves the same way in both.
+    # `_cell`'s arithmetic, so a state moves the same way in both; an LSTM's replay over
+    # a sequence runs it in lstm_sequence, whose backward is written out (about half the
+    # time of autograd's over the cell's small ops), except inside torch.compile.
     def _project(self, x: Tensor) -> Tensor:
         """x [..., F] through the input weights and biases: [..., G x H]."""
         rnn = self.rnn
@@ -154,6 +157,15 @@ class RecurrentCore(nn.Module):
         keep = (1.0 - done.to(x.dtype)).reshape(T, -1, 1)
         state = state.reshape(-1, self.state_size)
         w_hh = self._hh()
+        if self.lstm and not torch.compiler.is_compiling():  # its backward written out
+            H = self.hidden
+            hs, cs = lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep)
+            after = torch.cat((hs, cs), -1)
+            return (
+                hs.reshape(T, *batch, H),
+                after.reshape(T, *batch, self.state_size),
+                (after[-1] * keep[-1]).reshape(*batch, self.state_size),
+            )
         after = []
         for t in range(T):
             new = self._cell(xi[t], state, w_hh)
