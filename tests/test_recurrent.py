@@ -10,8 +10,8 @@ from gpurl.agents.ppo import PPOAgent
 from gpurl.core.compile import CompileSpec
 from gpurl.errors import ConfigError
 from gpurl.policies import LOG_PROB, VALUE
-from gpurl.policies.lstm_sequence import lstm_sequence
 from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
+from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
 from gpurl.train import build, load_config
 from gpurl.trainers.evaluation import evaluate_protocol
 
@@ -66,32 +66,43 @@ def test_a_done_zeroes_the_state_for_the_next_step_and_cuts_the_gradient(kind):
     assert grad[0].abs().max() > 0
 
 
-def test_the_written_out_lstm_backward_is_autograd_s():
-    """lstm_sequence (the LSTM's sequence replay, its backward written out) against the
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_the_written_out_backward_is_autograd_s(kind):
+    """rnn_sequence (a sequence replay with its backward written out) against the
     step-by-step cell under autograd, with resets mid-sequence: values and the gradients
-    of every input (gradcheck in float64)."""
+    of every input (and gradcheck in float64)."""
     torch.manual_seed(0)
-    core = RecurrentCore("lstm", 3, 4, (5,), parts=2).double()
+    core = RecurrentCore(kind, 3, 4, (5,), parts=2).double()
     T, B, H = 6, 5, 8
     done = torch.zeros(T, B, dtype=torch.bool)
     done[2, 1] = done[4, 3] = True
     keep = (1.0 - done.double()).reshape(T, B, 1)
     xi = core._project(torch.randn(T, B, 3, dtype=torch.double)).detach().requires_grad_()
-    h0, c0 = torch.randn(2, B, H, dtype=torch.double, requires_grad=True)
+    h0 = torch.randn(B, core.state_size, dtype=torch.double, requires_grad=True)
     w = core._hh().detach().requires_grad_()
-    assert torch.autograd.gradcheck(lambda *a: lstm_sequence(*a, keep), (xi, h0, c0, w))
-    s, after = torch.cat((h0, c0), -1), []
+    if kind == "lstm":
+
+        def fused(xi, h0, w):
+            return torch.cat(lstm_sequence(xi, h0[:, :H], h0[:, H:], w, keep), -1)
+    else:
+
+        def fused(xi, h0, w):
+            return gru_sequence(xi, h0, w, core.rnn.bias_hh_l0, keep)
+
+    assert torch.autograd.gradcheck(fused, (xi, h0, w))
+    s, after = h0, []
     for t in range(T):
         new = core._cell(xi[t], s, w)
         after.append(new)
         s = new * keep[t]
     after = torch.stack(after)
-    hs, cs = lstm_sequence(xi, h0, c0, w, keep)
-    torch.testing.assert_close(torch.cat((hs, cs), -1), after)
+    out = fused(xi, h0, w)
+    torch.testing.assert_close(out, after)
     weights = torch.randn_like(after)
-    grads = torch.autograd.grad((after * weights).sum(), (xi, h0, c0, w))
-    fused = torch.autograd.grad((torch.cat((hs, cs), -1) * weights).sum(), (xi, h0, c0, w))
-    for a, b in zip(grads, fused, strict=True):
+    inputs = (xi, h0, w) + ((core.rnn.bias_hh_l0,) if kind == "gru" else ())
+    grads = torch.autograd.grad((after * weights).sum(), inputs)
+    written = torch.autograd.grad((out * weights).sum(), inputs)
+    for a, b in zip(grads, written, strict=True):
         torch.testing.assert_close(a, b)
 
 

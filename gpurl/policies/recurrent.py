@@ -30,8 +30,8 @@ import torch
 from torch import Tensor, nn
 
 from gpurl.errors import ConfigError
-from gpurl.policies.lstm_sequence import lstm_sequence
 from gpurl.policies.networks import FEATURES
+from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
 
 RECURRENT_STATE = "recurrent_state"
 IS_INIT = "is_init"  # TorchRL's flag of a step that begins an episode (InitTracker)
@@ -96,8 +96,8 @@ class RecurrentCore(nn.Module):
     # its weights and states on every step, which made a 32-step unroll with its backward
     # three times slower on the CPU. The input projection of a whole sequence is one
     # matmul; only the hidden-to-hidden product runs per step. Acting and learning share
-    # `_cell`'s arithmetic, so a state moves the same way in both; an LSTM's replay over
-    # a sequence runs it in lstm_sequence, whose backward is written out (about half the
+    # `_cell`'s arithmetic, so a state moves the same way in both; a replay over a
+    # sequence runs it in rnn_sequence, whose backward is written out (about half the
     # time of autograd's over the cell's small ops), except inside torch.compile.
     def _project(self, x: Tensor) -> Tensor:
         """x [..., F] through the input weights and biases: [..., G x H]."""
@@ -157,10 +157,13 @@ class RecurrentCore(nn.Module):
         keep = (1.0 - done.to(x.dtype)).reshape(T, -1, 1)
         state = state.reshape(-1, self.state_size)
         w_hh = self._hh()
-        if self.lstm and not torch.compiler.is_compiling():  # its backward written out
+        if not torch.compiler.is_compiling():  # the layer's backward written out
             H = self.hidden
-            hs, cs = lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep)
-            after = torch.cat((hs, cs), -1)
+            if self.lstm:
+                hs, cs = lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep)
+                after = torch.cat((hs, cs), -1)
+            else:
+                hs = after = gru_sequence(xi, state, w_hh, self.rnn.bias_hh_l0, keep)
             return (
                 hs.reshape(T, *batch, H),
                 after.reshape(T, *batch, self.state_size),
