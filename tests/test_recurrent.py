@@ -479,3 +479,12 @@ def test_foreign_envs_run_through_the_lean_collector_and_torchrl_s_is_refused(tm
     with pytest.raises(ConfigError, match="lean collector") as err:
         small(tmp_path / "torchrl", "env.collector=torchrl", env="gym", envs=2)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_recurrent_update_runs_under_autocast(tmp_path, kind):
+    """compile.amp autocasts the forward passes: the sequence replay then takes the
+    step-by-step cell (the written-out one keeps the weights' dtype)."""
+    trainer = small(tmp_path, f"agent.recurrent={kind}", "compile.amp=true")
+    trainer.iteration()
+    assert trainer.progress.update_count > 0

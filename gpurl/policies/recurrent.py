@@ -157,7 +157,9 @@ class RecurrentCore(nn.Module):
         keep = (1.0 - done.to(x.dtype)).reshape(T, -1, 1)
         state = state.reshape(-1, self.state_size)
         w_hh = self._hh()
-        if not torch.compiler.is_compiling():  # the layer's backward written out
+        # the layer's backward written out, in the weights' dtype: not under torch.compile
+        # (which traces the loop itself) or autocast (compile.amp's bf16 / fp16 matmuls)
+        if not torch.compiler.is_compiling() and not torch.is_autocast_enabled(x.device.type):
             H = self.hidden
             if self.lstm:
                 hs, cs = lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep)
