@@ -30,12 +30,13 @@ Recurrent PPO and A2C (agent.recurrent=lstm | gru): one encoder and one recurren
 (policies/recurrent.py, agent.recurrent_hidden units) shared by the actor and the critic,
 whose trunks read the core's output (CleanRL's ppo_atari_lstm.py; agent.shared_encoder
 is then implied), or with agent.critic_recurrent a layer each (the core in two parts,
-each trunk reading its own). The acting policy carries the hidden state per env and writes the
-state each step began with into the rollout (RECURRENT_STATE); the trainer deals whole
-env sequences [T, envs / minibatches] to the minibatches (trainers/on_policy.py), and
-`learn` replays the core over each from the stored state at the rollout's first step,
-zeroing it after every step where the episode ended. The bootstrap values of the next
-observations are read off the stored states in one batched step (`next_values`).
+each trunk reading its own). The acting policy carries the hidden state per env and
+writes the state each step began with into the rollout (RECURRENT_STATE); the trainer
+deals whole env sequences [T, envs / minibatches] to the minibatches
+(trainers/on_policy.py), and `learn` replays the core over each from the stored state
+at the rollout's first step, zeroing it after every step where the episode ended. The
+bootstrap values of the next observations are read off the stored states in one batched
+step (`next_values`).
 
 GAE runs per robot over the rollout [T, N, R] (core/returns.gae) with the env's
 validity mask (EnvInfo.valid_key, MarineNav's ("agents", "running")): a step where the

@@ -98,7 +98,7 @@ class RecurrentCore(nn.Module):
     # matmul; only the hidden-to-hidden product runs per step. Acting and learning share
     # `_cell`'s arithmetic, so a state moves the same way in both; a replay over a
     # sequence runs it in rnn_sequence, whose backward is written out (about half the
-    # time of autograd's over the cell's small ops), except inside torch.compile.
+    # time of autograd's over the cell's small ops), except under torch.compile or autocast.
     def _project(self, x: Tensor) -> Tensor:
         """x [..., F] through the input weights and biases: [..., G x H]."""
         rnn = self.rnn
@@ -157,31 +157,24 @@ class RecurrentCore(nn.Module):
         keep = (1.0 - done.to(x.dtype)).reshape(T, -1, 1)
         state = state.reshape(-1, self.state_size)
         w_hh = self._hh()
+        H = self.hidden
         # the layer's backward written out, in the weights' dtype: not under torch.compile
         # (which traces the loop itself) or autocast (compile.amp's bf16 / fp16 matmuls)
         if not torch.compiler.is_compiling() and not torch.is_autocast_enabled(x.device.type):
-            H = self.hidden
             if self.lstm:
-                hs, cs = lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep)
-                after = torch.cat((hs, cs), -1)
+                after = torch.cat(lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep), -1)
             else:
-                hs = after = gru_sequence(xi, state, w_hh, self.rnn.bias_hh_l0, keep)
-            return (
-                hs.reshape(T, *batch, H),
-                after.reshape(T, *batch, self.state_size),
-                (after[-1] * keep[-1]).reshape(*batch, self.state_size),
-            )
-        after = []
-        for t in range(T):
-            new = self._cell(xi[t], state, w_hh)
-            after.append(new)
-            state = new * keep[t]
-        after = torch.stack(after)  # [T, B, S]
-        outs = after[..., : self.hidden]
+                after = gru_sequence(xi, state, w_hh, self.rnn.bias_hh_l0, keep)
+        else:
+            steps = []
+            for t in range(T):
+                steps.append(self._cell(xi[t], state, w_hh))
+                state = steps[-1] * keep[t]
+            after = torch.stack(steps)  # [T, B, S]
         return (
-            outs.reshape(T, *batch, self.hidden),
+            after[..., :H].reshape(T, *batch, H),
             after.reshape(T, *batch, self.state_size),
-            state.reshape(*batch, self.state_size),
+            (after[-1] * keep[-1]).reshape(*batch, self.state_size),
         )
 
     # -- acting ------------------------------------------------------------------------
