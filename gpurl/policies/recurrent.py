@@ -162,7 +162,7 @@ class RecurrentCore(nn.Module):
         # (which traces the loop itself) or autocast (compile.amp's bf16 / fp16 matmuls)
         if not torch.compiler.is_compiling() and not torch.is_autocast_enabled(x.device.type):
             if self.lstm:
-                after = torch.cat(lstm_sequence(xi, state[:, :H], state[:, H:], w_hh, keep), -1)
+                after = lstm_sequence(xi, state, w_hh, keep)
             else:
                 after = gru_sequence(xi, state, w_hh, self.rnn.bias_hh_l0, keep)
         else:

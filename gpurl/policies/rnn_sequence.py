@@ -5,9 +5,9 @@ Autograd records about twenty small nodes per LSTM step (the gate matmul, its sp
 three sigmoids, two tanhs, the products, the state's concatenation and reset); on a CPU
 with a batch of a few envs each node costs more to record and replay than to compute,
 and a 32-step replay's backward took 2.7x its forward. Here the forward runs the steps
-without recording (keeping the activated gates and the cell states), and the backward
-walks the steps in reverse with a dozen tensor ops each, then forms the weight gradient
-as one matmul over every step. The arithmetic is torch.nn.LSTM's (gate order i, f, g,
+without recording (keeping the activated gates and the states), and the backward walks
+the steps in reverse with six tensor ops each (the LSTM's; the GRU's nine), then forms
+the weight gradient as one matmul over every step. The arithmetic is torch.nn.LSTM's (gate order i, f, g,
 o) and torch.nn.GRU's (r, z, n), the same as RecurrentCore._cell's:
 tests/test_recurrent.py checks the two agree, values and gradients.
 
@@ -22,66 +22,79 @@ from torch import Tensor
 
 
 class _LSTMSequence(torch.autograd.Function):
+    # The state is one [B, 2H] tensor, [h, c], as RecurrentCore keeps it, so a step's
+    # reset is one multiply and the gradient into a state one buffer. Every per-step
+    # view is made before the loop (one unbind per tensor): on a CPU a view costs as
+    # much as a small op, and a step runs only seven ops forward and six backward.
     @staticmethod
-    def forward(ctx, xi: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, keep: Tensor):
+    def forward(ctx, xi: Tensor, state0: Tensor, w_hh: Tensor, keep: Tensor):
         T, B, G = xi.shape
         H = G // 4
-        gates = xi.new_empty(T, B, G)  # activated: sigmoid(i, f), tanh(g), sigmoid(o)
-        i_f, g, o = gates[..., : 2 * H], gates[..., 2 * H : 3 * H], gates[..., 3 * H :]
-        hs, cs = xi.new_empty(T, B, H), xi.new_empty(T, B, H)  # after each step, pre-reset
-        h_in, c_in = xi.new_empty(T, B, H), xi.new_empty(T, B, H)  # each step's input state
+        gates = xi.clone()  # activated in place: sigmoid(i, f), tanh(g), sigmoid(o)
+        hc = xi.new_empty(T, B, 2 * H)  # [h, c] after each step, before its reset
+        hc_in = xi.new_empty(T + 1, B, 2 * H)  # each step's input state
+        hc_in[0] = state0
+        tc = xi.new_empty(T, B, H)  # tanh(c), which the backward reuses
         w_t = w_hh.t()
-        h, c = h0, c0
+        gate, i_f = gates.unbind(0), gates[..., : 2 * H].unbind(0)
+        i, f, g, o = (gates[..., k * H : (k + 1) * H].unbind(0) for k in range(4))
+        h_in, c_in = hc_in[..., :H].unbind(0), hc_in[..., H:].unbind(0)
+        h_out, c_out = hc[..., :H].unbind(0), hc[..., H:].unbind(0)
+        out, nxt, kp, tanh_c = hc.unbind(0), hc_in[1:].unbind(0), keep.unbind(0), tc.unbind(0)
         for t in range(T):
-            h_in[t], c_in[t] = h, c
-            torch.addmm(xi[t], h, w_t, out=gates[t])
+            gate[t].addmm_(h_in[t], w_t)
             i_f[t].sigmoid_()
             g[t].tanh_()
             o[t].sigmoid_()
-            torch.addcmul(gates[t, :, H : 2 * H] * c, gates[t, :, :H], g[t], out=cs[t])
-            torch.mul(o[t], torch.tanh(cs[t]), out=hs[t])
-            h, c = hs[t] * keep[t], cs[t] * keep[t]
-        ctx.save_for_backward(gates, cs, h_in, c_in, w_hh, keep)
-        return hs, cs
+            torch.addcmul(f[t] * c_in[t], i[t], g[t], out=c_out[t])
+            torch.tanh(c_out[t], out=tanh_c[t])
+            torch.mul(o[t], tanh_c[t], out=h_out[t])
+            torch.mul(out[t], kp[t], out=nxt[t])
+        ctx.save_for_backward(gates, tc, hc_in, w_hh, keep)
+        return hc
 
     @staticmethod
-    def backward(ctx, grad_hs: Tensor, grad_cs: Tensor):
-        gates, cs, h_in, c_in, w_hh, keep = ctx.saved_tensors
+    def backward(ctx, grad_hc: Tensor):
+        gates, tc, hc_in, w_hh, keep = ctx.saved_tensors
         T, B, G = gates.shape
         H = G // 4
-        # everything that does not depend on the gradient, for every step at once
+        # everything that does not depend on the gradient, for every step at once:
+        # d c / d the inputs of i, f and g (contiguous, as their gradients are), d c / d
+        # the input state's c (f), d h / d c (through h = o tanh(c)) and d h / d o's input
         i, f, g, o = gates.split(H, -1)
-        tc = torch.tanh(cs)
-        o_dtc = o * (1 - tc * tc)  # d h / d c through h = o tanh(c)
-        slope = gates * (1 - gates)  # the sigmoids' derivatives ...
-        slope[..., 2 * H : 3 * H] = 1 - g * g  # ... and the tanh's
+        dc_difg = gates.new_empty(T, B, 3, H)
+        torch.mul(g, i * (1 - i), out=dc_difg[:, :, 0])
+        torch.mul(hc_in[:T, :, H:], f * (1 - f), out=dc_difg[:, :, 1])
+        torch.mul(i, 1 - g * g, out=dc_difg[:, :, 2])
+        dh_dc = (o * (1 - tc * tc)).unsqueeze(2)
+        dh_do = (tc * o * (1 - o)).unsqueeze(2)
+        f = f.unsqueeze(2)
         d_gates = torch.empty_like(gates)
-        d_i, d_f, d_g, d_o = d_gates.split(H, -1)
-        dh_next = gates.new_zeros(B, H)  # the gradient into step t + 1's input state
-        dc_next = gates.new_zeros(B, H)
+        d = gates.new_empty(T, B, 2, H)  # d loss / d [h, c] after each step
+        d_next = gates.new_zeros(B, 2, H)  # d loss / d the state step t + 1 started from
+        d_next_h, d_next_c = d_next[:, 0], d_next[:, 1:]
+        grad, kp = grad_hc.reshape(T, B, 2, H).unbind(0), keep.unsqueeze(-1).unbind(0)
+        d_t, dh, dc = d.unbind(0), d[:, :, :1].unbind(0), d[:, :, 1:].unbind(0)
+        d_gate, d_o = d_gates.unbind(0), d_gates[..., 3 * H :].unsqueeze(2).unbind(0)
+        d_ifg = d_gates[..., : 3 * H].view(T, B, 3, H).unbind(0)
+        difg, hdc, hdo, ft = dc_difg.unbind(0), dh_dc.unbind(0), dh_do.unbind(0), f.unbind(0)
         for t in range(T - 1, -1, -1):
-            dh = torch.addcmul(grad_hs[t], dh_next, keep[t])
-            dc = torch.addcmul(grad_cs[t], dc_next, keep[t])
-            dc.addcmul_(dh, o_dtc[t])
-            torch.mul(dc, g[t], out=d_i[t])
-            torch.mul(dc, c_in[t], out=d_f[t])
-            torch.mul(dc, i[t], out=d_g[t])
-            torch.mul(dh, tc[t], out=d_o[t])
-            d_gates[t].mul_(slope[t])
-            dc_next = dc * f[t]
-            dh_next = d_gates[t] @ w_hh
-        d_w = d_gates.reshape(-1, G).t() @ h_in.reshape(-1, H)
-        return d_gates, dh_next, dc_next, d_w, None
+            torch.addcmul(grad[t], d_next, kp[t], out=d_t[t])
+            dc[t].addcmul_(dh[t], hdc[t])
+            torch.mul(dc[t], difg[t], out=d_ifg[t])
+            torch.mul(dh[t], hdo[t], out=d_o[t])
+            torch.mm(d_gate[t], w_hh, out=d_next_h)
+            torch.mul(dc[t], ft[t], out=d_next_c)
+        d_w = d_gates.reshape(-1, G).t() @ hc_in[:T, :, :H].reshape(-1, H)
+        return d_gates, d_next.reshape(B, 2 * H), d_w, None
 
 
-def lstm_sequence(
-    xi: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, keep: Tensor
-) -> tuple[Tensor, Tensor]:
-    """(h [T, B, H], c [T, B, H]) after each step, before its reset, of an LSTM whose
-    input projections (biases included) are xi [T, B, 4H], from h0, c0 [B, H], with
-    hidden-to-hidden weights w_hh [4H, H]; the state is multiplied by keep [T, B, 1]
-    after each step."""
-    return _LSTMSequence.apply(xi, h0, c0, w_hh, keep)
+def lstm_sequence(xi: Tensor, state0: Tensor, w_hh: Tensor, keep: Tensor) -> Tensor:
+    """The state [h, c] [T, B, 2H] after each step, before its reset, of an LSTM whose
+    input projections (biases included) are xi [T, B, 4H], from state0 = [h0, c0]
+    [B, 2H], with hidden-to-hidden weights w_hh [4H, H]; the state is multiplied by
+    keep [T, B, 1] after each step."""
+    return _LSTMSequence.apply(xi, state0, w_hh, keep)
 
 
 class _GRUSequence(torch.autograd.Function):
