@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -120,3 +122,26 @@ def test_a_loss_that_reaches_no_parameter_steps_nothing():
     opt.backward_and_step(torch.ones(2, requires_grad=True).sum(), 1.0)
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
     assert not opt.state
+
+
+def test_a_state_loaded_mid_run_is_the_one_it_steps_with():
+    """The per-group lists of state tensors are made once; loading a state dict (new
+    tensors) drops them, so the steps after it continue from the loaded state."""
+    net, ref = make_net(), make_net()
+    ours, theirs = Adam(net.parameters(), 1e-2), torch.optim.Adam(ref.parameters(), 1e-2)
+    x = torch.randn(16, 4)
+    ours.backward_and_step(net(x).pow(2).mean(), None)  # the lists are made here
+    for _ in range(3):
+        theirs.zero_grad(set_to_none=True)
+        ref(x).pow(2).mean().backward()
+        theirs.step()
+    net.load_state_dict(ref.state_dict())
+    ours.load_state_dict(copy.deepcopy(theirs.state_dict()))  # its step counters: not shared
+    for _ in range(3):
+        ours.backward_and_step(net(x).pow(2).mean(), None)
+        theirs.zero_grad(set_to_none=True)
+        ref(x).pow(2).mean().backward()
+        theirs.step()
+    for a, b in zip(net.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    assert ours.state_dict()["state"][0]["step"].item() == 6.0

@@ -47,9 +47,18 @@ def torch_step(optimizer: torch.optim.Optimizer, loss: Tensor, max_norm: float |
 
 class Adam(torch.optim.Adam):
     def __init__(self, params: Iterable[nn.Parameter], lr, eps: float = 1e-8):
+        self._lists = None  # see _group_lists
         # fused Adam keeps its step counters as device tensors: no .item() per step (the
         # default foreach Adam reads them on the host) and about 3x faster on small CPU nets
         super().__init__(params, lr=lr, eps=eps, fused=True)
+
+    def add_param_group(self, param_group: dict) -> None:
+        self._lists = None
+        super().add_param_group(param_group)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._lists = None  # the loaded state is new tensors
+        super().load_state_dict(state_dict)
 
     def backward_and_step(self, loss: Tensor, max_norm: float | None) -> None:
         """Backward of `loss` into this optimizer's parameters only, averaged over
@@ -57,35 +66,64 @@ class Adam(torch.optim.Adam):
         if torch.compiler.is_compiling():
             torch_step(self, loss, max_norm)
             return
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad = None
-        params = [p for group in self.param_groups for p in group["params"]]
+        if self._lists is None:
+            self._params = [p for group in self.param_groups for p in group["params"]]
+        params = self._params
+        for p in params:
+            p.grad = None
         loss.backward(inputs=params)  # as torch_step: the stepped parameters' only
         average_gradients(params)
-        grads = [p.grad for p in params if p.grad is not None]
-        if not grads:  # the loss reaches none of them: nothing to step
-            return
+        grads = [p.grad for p in params]
+        every = all(g is not None for g in grads)
+        if not every:
+            grads = [g for g in grads if g is not None]
+            if not grads:  # the loss reaches none of them: nothing to step
+                return
         with torch.no_grad():
             scale = None
             if max_norm:
                 total = total_norm(grads)
                 scale = ((total + 1e-6) / float(max_norm)).clamp(min=1.0)
-            for group in self.param_groups:
-                self._fused_step(group, scale)
+            if every:
+                for group, ps, exp_avgs, exp_avg_sqs, steps in self._group_lists():
+                    grads = [p.grad for p in ps]
+                    self._fused(group, ps, grads, exp_avgs, exp_avg_sqs, steps, scale)
+                return
+            for group in self.param_groups:  # some parameters the loss does not reach
+                ps = [p for p in group["params"] if p.grad is not None]
+                moments = [self._moments(p) for p in ps]
+                exp_avgs, exp_avg_sqs, steps = ([m[k] for m in moments] for k in range(3))
+                self._fused(group, ps, [p.grad for p in ps], exp_avgs, exp_avg_sqs, steps, scale)
 
-    def _fused_step(self, group: dict, grad_scale: Tensor | None) -> None:
-        params = [p for p in group["params"] if p.grad is not None]
+    def _group_lists(self) -> list[tuple]:
+        """Per group: (group, params, exp_avgs, exp_avg_sqs, steps), made at the first
+        step where every parameter has a gradient. Walking the state dict for every
+        tensor at every step cost a small network's update a few percent; the lists stay
+        valid because the state tensors are updated in place (by the kernel, and by
+        trainer.pbt's copies) until load_state_dict or add_param_group drop them."""
+        if self._lists is None:
+            self._lists = []
+            for group in self.param_groups:
+                ps = list(group["params"])
+                moments = [self._moments(p) for p in ps]
+                self._lists.append((group, ps, *([m[k] for m in moments] for k in range(3))))
+        return self._lists
+
+    def _moments(self, p: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        state = self._state(p)
+        return state["exp_avg"], state["exp_avg_sq"], state["step"]
+
+    @staticmethod
+    def _fused(group, params, grads, exp_avgs, exp_avg_sqs, steps, grad_scale) -> None:
         if not params:
             return
-        states = [self._state(p) for p in params]
         beta1, beta2 = group["betas"]
         fused_adam_(
             params,
-            [p.grad for p in params],
-            [s["exp_avg"] for s in states],
-            [s["exp_avg_sq"] for s in states],
-            [s["step"] for s in states],
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            steps,
             grad_scale,
             lr=group["lr"],
             beta1=beta1,

@@ -6,10 +6,11 @@ three sigmoids, two tanhs, the products, the state's concatenation and reset); o
 with a batch of a few envs each node costs more to record and replay than to compute,
 and a 32-step replay's backward took 2.7x its forward. Here the forward runs the steps
 without recording (keeping the activated gates and the states), and the backward walks
-the steps in reverse with six tensor ops each (the LSTM's; the GRU's nine), then forms
-the weight gradient as one matmul over every step. The arithmetic is torch.nn.LSTM's (gate order i, f, g,
-o) and torch.nn.GRU's (r, z, n), the same as RecurrentCore._cell's:
-tests/test_recurrent.py checks the two agree, values and gradients.
+the steps in reverse with six tensor ops each (the LSTM's; the GRU's a dozen), then
+forms the weight gradient as one matmul over every step. The arithmetic is
+torch.nn.LSTM's (gate order i, f, g, o) and torch.nn.GRU's (r, z, n), the same as
+RecurrentCore._cell's: tests/test_recurrent.py checks the two agree, values and
+gradients.
 
 Resets: `keep` [T, B, 1] is 0 after a step whose episode ended; the state that step
 hands on is multiplied by it, so no gradient crosses the end.
