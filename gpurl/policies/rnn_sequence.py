@@ -26,7 +26,7 @@ class _LSTMSequence(torch.autograd.Function):
     # The state is one [B, 2H] tensor, [h, c], as RecurrentCore keeps it, so a step's
     # reset is one multiply and the gradient into a state one buffer. Every per-step
     # view is made before the loop (one unbind per tensor): on a CPU a view costs as
-    # much as a small op, and a step runs only seven ops forward and six backward.
+    # much as a small op, and a step runs nine ops forward and six backward.
     @staticmethod
     def forward(ctx, xi: Tensor, state0: Tensor, w_hh: Tensor, keep: Tensor):
         T, B, G = xi.shape
