@@ -6,7 +6,7 @@ three sigmoids, two tanhs, the products, the state's concatenation and reset); o
 with a batch of a few envs each node costs more to record and replay than to compute,
 and a 32-step replay's backward took 2.7x its forward. Here the forward runs the steps
 without recording (keeping the activated gates and the states), and the backward walks
-the steps in reverse with six tensor ops each (the LSTM's; the GRU's a dozen), then
+the steps in reverse with six or seven tensor ops each (the LSTM's, the GRU's), then
 forms the weight gradient as one matmul over every step. The arithmetic is
 torch.nn.LSTM's (gate order i, f, g, o) and torch.nn.GRU's (r, z, n), the same as
 RecurrentCore._cell's: tests/test_recurrent.py checks the two agree, values and
@@ -99,50 +99,63 @@ def lstm_sequence(xi: Tensor, state0: Tensor, w_hh: Tensor, keep: Tensor) -> Ten
 
 
 class _GRUSequence(torch.autograd.Function):
+    # As the LSTM's: the per-step views made before the loop, each step's state and
+    # hidden-to-hidden product written into buffers the backward reads (seven ops a step
+    # forward, seven backward).
     @staticmethod
     def forward(ctx, xi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor, keep: Tensor):
         T, B, G = xi.shape
         H = G // 3
         gates = xi.new_empty(T, B, G)  # r, z and n, activated
-        hn = xi.new_empty(T, B, H)  # W_hn h + b_hn, which r scales inside n
+        hh = xi.new_empty(T, B, G)  # W_hh h + b_hh; its n part is what r scales inside n
         hs = xi.new_empty(T, B, H)  # after each step, pre-reset
-        h_in = xi.new_empty(T, B, H)  # each step's input state
+        h_in = xi.new_empty(T + 1, B, H)  # each step's input state
+        h_in[0] = h0
         w_t = w_hh.t()
-        h = h0
+        x_rz, x_n = xi[..., : 2 * H].unbind(0), xi[..., 2 * H :].unbind(0)
+        rz, n = gates[..., : 2 * H].unbind(0), gates[..., 2 * H :].unbind(0)
+        r, z = gates[..., :H].unbind(0), gates[..., H : 2 * H].unbind(0)
+        hh_t, hh_rz, hh_n = hh.unbind(0), hh[..., : 2 * H].unbind(0), hh[..., 2 * H :].unbind(0)
+        h, out, kp = h_in.unbind(0), hs.unbind(0), keep.unbind(0)
         for t in range(T):
-            h_in[t] = h
-            hh = torch.addmm(b_hh, h, w_t)
-            rz, n = gates[t, :, : 2 * H], gates[t, :, 2 * H :]
-            torch.sigmoid(xi[t, :, : 2 * H] + hh[:, : 2 * H], out=rz)
-            hn[t] = hh[:, 2 * H :]
-            torch.tanh(torch.addcmul(xi[t, :, 2 * H :], rz[:, :H], hn[t]), out=n)
-            torch.addcmul(n, rz[:, H:], h - n, out=hs[t])  # (1 - z) n + z h
-            h = hs[t] * keep[t]
-        ctx.save_for_backward(gates, hn, h_in, w_hh, keep)
+            torch.addmm(b_hh, h[t], w_t, out=hh_t[t])
+            torch.add(x_rz[t], hh_rz[t], out=rz[t])
+            rz[t].sigmoid_()
+            torch.addcmul(x_n[t], r[t], hh_n[t], out=n[t])
+            n[t].tanh_()
+            torch.lerp(n[t], h[t], z[t], out=out[t])  # (1 - z) n + z h
+            torch.mul(out[t], kp[t], out=h[t + 1])
+        ctx.save_for_backward(gates, hh, h_in, w_hh, keep)
         return hs
 
     @staticmethod
     def backward(ctx, grad_hs: Tensor):
-        gates, hn, h_in, w_hh, keep = ctx.saved_tensors
+        gates, hh, h_in, w_hh, keep = ctx.saved_tensors
         T, B, G = gates.shape
         H = G // 3
         r, z, n = gates.split(H, -1)
-        one_minus_z, h_minus_n = 1 - z, h_in - n
-        slope = gates * (1 - gates)  # the sigmoids' derivatives ...
-        slope[..., 2 * H :] = 1 - n * n  # ... and the tanh's
+        h = h_in[:T]
+        # d h_after / d the inputs of n, z and r (r's through n), for every step at once
+        dn_in = (1 - z) * (1 - n * n)
+        dz_in = (h - n) * z * (1 - z)
+        dr_of_dn = hh[..., 2 * H :] * r * (1 - r)
         d_xi = torch.empty_like(gates)  # the gradient of each gate's input projection
         d_hh = torch.empty_like(gates)  # and of its hidden-to-hidden product
-        dh_next = gates.new_zeros(B, H)
+        dh = gates.new_empty(B, H)
+        dh_next = gates.new_zeros(B, H)  # the gradient into step t + 1's input state
+        grad, kp, zt, rt = grad_hs.unbind(0), keep.unbind(0), z.unbind(0), r.unbind(0)
+        dn, dz_, dr_ = dn_in.unbind(0), dz_in.unbind(0), dr_of_dn.unbind(0)
+        d_n, d_hh_t = d_xi[..., 2 * H :].unbind(0), d_hh.unbind(0)
+        d_hr, d_hz, d_hn = (d_hh[..., k * H : (k + 1) * H].unbind(0) for k in range(3))
         for t in range(T - 1, -1, -1):
-            dh = torch.addcmul(grad_hs[t], dh_next, keep[t])
-            dn = d_xi[t, :, 2 * H :]
-            torch.mul(dh * one_minus_z[t], slope[t, :, 2 * H :], out=dn)
-            torch.mul(dn, r[t], out=d_hh[t, :, 2 * H :])
-            torch.mul(dn * hn[t], slope[t, :, :H], out=d_xi[t, :, :H])
-            torch.mul(dh * h_minus_n[t], slope[t, :, H : 2 * H], out=d_xi[t, :, H : 2 * H])
-            d_hh[t, :, : 2 * H] = d_xi[t, :, : 2 * H]
-            dh_next = torch.addmm(dh * z[t], d_hh[t], w_hh)
-        d_w = d_hh.reshape(-1, G).t() @ h_in.reshape(-1, H)
+            torch.addcmul(grad[t], dh_next, kp[t], out=dh)
+            torch.mul(dh, dn[t], out=d_n[t])
+            torch.mul(dh, dz_[t], out=d_hz[t])
+            torch.mul(d_n[t], dr_[t], out=d_hr[t])
+            torch.mul(d_n[t], rt[t], out=d_hn[t])
+            dh_next = torch.addmm(dh * zt[t], d_hh_t[t], w_hh)
+        d_xi[..., : 2 * H] = d_hh[..., : 2 * H]  # r's and z's inputs sum x and h parts
+        d_w = d_hh.reshape(-1, G).t() @ h.reshape(-1, H)
         return d_xi, dh_next, d_w, d_hh.sum((0, 1)), None
 
 
