@@ -4,7 +4,8 @@
 # the set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks,
 # each record appended to $OUT/bench_gpu.jsonl) and `torchrun` (one rank per GPU). The
 # other sections run only when named, each in its own device call (a call has 10
-# minutes): `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
+# minutes): `headline` and `headline2` (issue 46's figures the project lacks most, each
+# step under its own timeout so a section ends inside 9 minutes: run them first), `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
 # short full-size packing run; run records go to $OUT/records) and `marinenav` (the six
 # presets at 1,024 envs). Run from the repo root on a machine whose python3 has torch with
 # CUDA; wheels it lacks travel in .whl/.
@@ -17,8 +18,13 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-python3 -c "import torch, torchrl, tensordict; print(torch.__version__, torchrl.__version__, tensordict.__version__, torch.cuda.get_device_name())"
+# GPU_CHECK_DEVICE=cpu GPU_CHECK_SMALL=1 runs a section's commands at toy sizes on the
+# CPU: a rehearsal that checks every command and flag before device time is spent
+DEV=${GPU_CHECK_DEVICE:-cuda}
+small=${GPU_CHECK_SMALL:-}
+big() { if [[ -n $small ]]; then echo "$2"; else echo "$1"; fi; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
+python3 -c "import torch, torchrl, tensordict; print(torch.__version__, torchrl.__version__, tensordict.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA')"
 what=${1:-all}
 B="$OUT/bench_gpu.jsonl"
 if [[ $what == all || $what == tests ]]; then
@@ -33,6 +39,54 @@ if [[ $what == all || $what == bench ]]; then
   # the six MarineNav presets (left out of the default agents): updates/s and collected
   # robot-steps/s at 64 and 1,024 envs, per mode (issue 11)
   python3 tools/bench_compile.py --what agents --agents marinenav --device cuda | tee -a "$B"
+fi
+H="$OUT/headline.log"
+# one step of a headline section: its command under a timeout, records appended to $B
+step() { local limit=$1; shift; echo "== $*" | tee -a "$H"; timeout "$limit" "$@" 2>>"$H" | tee -a "$B"; }
+if [[ $what == headline ]]; then
+  # issue 46's figures in the order the project lacks them; the timeouts sum to 8.5 min
+  # 1. the CUDA tests and the sync-debug runs of every agent
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -p no:logging -k "cuda or sync or cudagraph" \
+    tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -15
+  # 2. pixels env-only at 8,192 and 16,384 envs, memory flat after warm-up (seed 004)
+  for n in $(big "8192 16384" "64"); do
+    step 30 python3 tools/bench_env.py pixels --device "$DEV" --num-envs "$n" --steps $(big 200 5) \
+      --warmup $(big 50 2) --max-mem-delta 0
+  done
+  # 3. pixel PPO and PQN training against their floor at 8,192 envs, eager and graphs
+  step 100 python3 tools/bench_train.py --device "$DEV" --agents ppo pqn --num-envs $(big 8192 16) \
+    --rollout-steps $(big 8 2) --modes eager $(big cudagraphs "") --rounds $(big 2 1) --warmup 1
+  # 4. the packing seed benchmark's episode on the device (goal 0.5 s)
+  step 60 python3 tools/bench_seed_packing.py --device "$DEV" --bf16 --repeats $(big 3 1)
+  # 5. MarineNav robot-steps/s up to 65,536 envs
+  step 30 python3 tools/bench_marinenav.py --device "$DEV" --num-envs $(big "1024 8192 65536" "4") \
+    --steps $(big 200 5) --repeats $(big 3 1)
+  # 6. many seeds: 1, 64 and 256 vmapped PQN seeds, frames/s and memory
+  step 120 python3 tools/bench_seeds.py --presets pqn_cartpole --seeds 1 $(big "64 256" "2") \
+    --modes vmapped --cores 1 --set device="$DEV" trainer.total_frames=$(big 20480 2048) \
+    trainer.eval_interval=$(big 20480 2048)
+  echo "headline: $(wc -l <"$B") records in $B"
+fi
+if [[ $what == headline2 ]]; then
+  # the rest of issue 46's list, for a second call; the timeouts sum to 8.5 min
+  # 1. MinAtar env steps/s at 1,024 and 16,384 envs, every game (gpurl's side only)
+  step 45 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" \
+    --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
+  # 2. recurrent PPO against feedforward (issue 42), at the preset's 8 envs and at 1,024
+  for n in 8 $(big 1024 ""); do
+    for core in "" "agent.recurrent=null agent.critic_recurrent=false"; do
+      step 40 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
+        --num-envs "$n" --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
+        ${core:+--set $core}
+    done
+  done
+  # 3. the six MarineNav presets: updates/s and collected robot-steps/s per mode
+  step 150 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV"
+  # 4. a MinAtar PQN run's frames/s (Breakout, 2M frames of its 10M)
+  step 160 python3 tools/record_learning.py minatar_breakout_pqn --seeds 0 --out "$OUT/records" \
+    --suffix _gpu -- device="$DEV" trainer.total_frames=$(big 2097152 8192) \
+    trainer.eval_interval=$(big 1048576 8192) trainer.checkpoint_interval=$(big 2097152 8192)
+  echo "headline2: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == train ]]; then
   # end-to-end pixel training against its floor, eager / compiled / CUDA graphs (issue
