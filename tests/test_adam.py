@@ -45,6 +45,19 @@ def gpurl_steps(max_norm, lr=1e-2):
     return train(net, lambda loss: opt.backward_and_step(loss, max_norm)), opt
 
 
+def step_both(ours, net, theirs, ref, x):
+    """One step of gpurl's Adam on net and of torch's on ref, on the same loss of x."""
+    ours.backward_and_step(net(x).pow(2).mean(), None)
+    theirs.zero_grad(set_to_none=True)
+    ref(x).pow(2).mean().backward()
+    theirs.step()
+
+
+def assert_same_parameters(net, ref):
+    for a, b in zip(net.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
 def test_without_a_clip_the_step_is_torchs_fused_adam_bitwise():
     ours, _ = gpurl_steps(None)
     theirs, _ = torch_steps(None)
@@ -107,12 +120,8 @@ def test_on_cuda_it_matches_torchs_fused_adam():
     )
     x = torch.randn(16, 4, device="cuda")
     for _ in range(5):
-        ours.backward_and_step(net(x).pow(2).mean(), None)
-        theirs.zero_grad(set_to_none=True)
-        ref(x).pow(2).mean().backward()
-        theirs.step()
-    for a, b in zip(net.parameters(), ref.parameters(), strict=True):
-        torch.testing.assert_close(a, b)
+        step_both(ours, net, theirs, ref, x)
+    assert_same_parameters(net, ref)
 
 
 def test_a_loss_that_reaches_no_parameter_steps_nothing():
@@ -138,10 +147,6 @@ def test_a_state_loaded_mid_run_is_the_one_it_steps_with():
     net.load_state_dict(ref.state_dict())
     ours.load_state_dict(copy.deepcopy(theirs.state_dict()))  # its step counters: not shared
     for _ in range(3):
-        ours.backward_and_step(net(x).pow(2).mean(), None)
-        theirs.zero_grad(set_to_none=True)
-        ref(x).pow(2).mean().backward()
-        theirs.step()
-    for a, b in zip(net.parameters(), ref.parameters(), strict=True):
-        torch.testing.assert_close(a, b)
+        step_both(ours, net, theirs, ref, x)
+    assert_same_parameters(net, ref)
     assert ours.state_dict()["state"][0]["step"].item() == 6.0
