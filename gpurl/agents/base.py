@@ -139,11 +139,13 @@ def clip_and_step(optimizer: torch.optim.Optimizer, loss, max_norm: float | None
     averages gradients (core/distributed.py; nothing happens with one process).
     make_optimizer's optimizers do all of it in one call (core/adam.Adam, RunAdam for
     N runs); any other torch optimizer (a plug-in's) takes torch's own path."""
-    with torch.autocast(loss.device.type, enabled=False):
-        if isinstance(optimizer, (Adam, RunAdam)):
-            optimizer.backward_and_step(loss, max_norm)
-        else:
-            torch_step(optimizer, loss, max_norm)
+    if torch.is_autocast_enabled(loss.device.type):  # entering the context costs ~5 us
+        with torch.autocast(loss.device.type, enabled=False):
+            clip_and_step(optimizer, loss, max_norm)
+    elif isinstance(optimizer, (Adam, RunAdam)):
+        optimizer.backward_and_step(loss, max_norm)
+    else:
+        torch_step(optimizer, loss, max_norm)
 
 
 def is_every(progress: Progress, n: int) -> bool:
