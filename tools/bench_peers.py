@@ -695,8 +695,8 @@ def run_sb3(
             if self.num_timesteps < self.next_eval:
                 return True
             self.next_eval += eval_interval
-            reached = self._evaluate() >= threshold if threshold is not None else False
-            return not (reached and stop)
+            mean = self._evaluate()  # also where there is no threshold (MuJoCo): the curve
+            return not (stop and threshold is not None and mean >= threshold)
 
     callback = Evaluations()
     started = time.perf_counter()

@@ -118,6 +118,21 @@ def test_sb3_side_records_evaluations_and_the_threshold(monkeypatch):
     assert 0 < record["train_s"] <= record["wall_time_s"]
 
 
+def test_sb3_side_evaluates_on_schedule_where_the_task_has_no_threshold(monkeypatch):
+    """The MuJoCo tasks have no threshold; their SB3 runs still keep a curve."""
+    pytest.importorskip("stable_baselines3")
+    zoo = dict(bench_peers.ZOO[("cartpole", "dqn")])
+    zoo["n_timesteps"] = 600
+    zoo["kwargs"] = {**zoo["kwargs"], "learning_starts": 100, "train_freq": 50, "gradient_steps": 5}
+    monkeypatch.setitem(bench_peers.ZOO, ("cartpole", "dqn"), zoo)
+    monkeypatch.setitem(
+        bench_peers.TASKS, "cartpole", {**bench_peers.TASKS["cartpole"], "threshold": None}
+    )
+    record = bench_peers.run_sb3("cartpole", "dqn", 0, eval_interval=250, stop=True)
+    assert [h[0] for h in record["eval_history"]] == [250, 500, 600]
+    assert record["threshold"] is None and record["frames"] == 600
+
+
 def test_sb3_recurrent_ppo_runs_on_cartpole_without_velocities(monkeypatch):
     """sb3-contrib's RecurrentPPO, the zoo's CartPoleNoVel-v1 settings at a tiny budget:
     its observations normalised by VecNormalize, evaluated through the running stats."""
