@@ -73,10 +73,12 @@ def dqn_target(q_target_next, q_online_next, reward, discount, double: bool, mas
     return reward + discount * next_q
 
 
-@declare(name="dqn")
+# 3-step targets at 2.5e-4: the default run (40k frames of CartPole) ended at a greedy 500
+# on seeds 0-4 with them, against 1-step targets at 5e-4's 306-500 (trainer.num_seeds=5)
+@declare(name="dqn", lr=2.5e-4, n_step=3)
 class DQNConfig(QLearningConfig):
     """DQN (gpurl/agents/dqn.py): Double-Q, dueling and noisy options, Polyak or hard
-    targets, epsilon-greedy."""
+    targets, n-step returns, epsilon-greedy."""
 
     dueling: bool = key(False, "dueling heads: a state value plus action advantages")
     noisy_sigma0: float = key(
