@@ -104,12 +104,17 @@ def test_absent_peer_and_absent_preset_are_skipped_with_one_line(tmp_path, monke
     assert lines[2].startswith("0 records")
 
 
-def test_sb3_side_records_evaluations_and_the_threshold(monkeypatch):
+def tiny_sb3_dqn(monkeypatch):
+    """SB3's zoo DQN on CartPole at 600 steps, a few updates: a run of seconds."""
     pytest.importorskip("stable_baselines3")
     zoo = dict(bench_peers.ZOO[("cartpole", "dqn")])
     zoo["n_timesteps"] = 600
     zoo["kwargs"] = {**zoo["kwargs"], "learning_starts": 100, "train_freq": 50, "gradient_steps": 5}
     monkeypatch.setitem(bench_peers.ZOO, ("cartpole", "dqn"), zoo)
+
+
+def test_sb3_side_records_evaluations_and_the_threshold(monkeypatch):
+    tiny_sb3_dqn(monkeypatch)
     record = bench_peers.run_sb3("cartpole", "dqn", 0, eval_interval=250, stop=False)
     frames = [h[0] for h in record["eval_history"]]
     assert frames == [250, 500, 600]  # every 250 steps, then the final one
@@ -120,11 +125,7 @@ def test_sb3_side_records_evaluations_and_the_threshold(monkeypatch):
 
 def test_sb3_side_evaluates_on_schedule_where_the_task_has_no_threshold(monkeypatch):
     """The MuJoCo tasks have no threshold; their SB3 runs still keep a curve."""
-    pytest.importorskip("stable_baselines3")
-    zoo = dict(bench_peers.ZOO[("cartpole", "dqn")])
-    zoo["n_timesteps"] = 600
-    zoo["kwargs"] = {**zoo["kwargs"], "learning_starts": 100, "train_freq": 50, "gradient_steps": 5}
-    monkeypatch.setitem(bench_peers.ZOO, ("cartpole", "dqn"), zoo)
+    tiny_sb3_dqn(monkeypatch)
     monkeypatch.setitem(
         bench_peers.TASKS, "cartpole", {**bench_peers.TASKS["cartpole"], "threshold": None}
     )
