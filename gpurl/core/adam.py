@@ -55,6 +55,7 @@ class Adam(torch.optim.Adam):
     def add_param_group(self, param_group: dict) -> None:
         self._lists = None
         super().add_param_group(param_group)
+        self._params = [p for group in self.param_groups for p in group["params"]]
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._lists = None  # the loaded state is new tensors
@@ -66,8 +67,6 @@ class Adam(torch.optim.Adam):
         if torch.compiler.is_compiling():
             torch_step(self, loss, max_norm)
             return
-        if self._lists is None:
-            self._params = [p for group in self.param_groups for p in group["params"]]
         params = self._params
         for p in params:
             p.grad = None
@@ -91,9 +90,7 @@ class Adam(torch.optim.Adam):
                 return
             for group in self.param_groups:  # some parameters the loss does not reach
                 ps = [p for p in group["params"] if p.grad is not None]
-                moments = [self._moments(p) for p in ps]
-                exp_avgs, exp_avg_sqs, steps = ([m[k] for m in moments] for k in range(3))
-                self._fused(group, ps, [p.grad for p in ps], exp_avgs, exp_avg_sqs, steps, scale)
+                self._fused(group, ps, [p.grad for p in ps], *self._state_lists(ps), scale)
 
     def _group_lists(self) -> list[tuple]:
         """Per group: (group, params, exp_avgs, exp_avg_sqs, steps), made at the first
@@ -105,13 +102,13 @@ class Adam(torch.optim.Adam):
             self._lists = []
             for group in self.param_groups:
                 ps = list(group["params"])
-                moments = [self._moments(p) for p in ps]
-                self._lists.append((group, ps, *([m[k] for m in moments] for k in range(3))))
+                self._lists.append((group, ps, *self._state_lists(ps)))
         return self._lists
 
-    def _moments(self, p: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        state = self._state(p)
-        return state["exp_avg"], state["exp_avg_sq"], state["step"]
+    def _state_lists(self, params: list[Tensor]) -> tuple[list, list, list]:
+        """The exp_avg, exp_avg_sq and step tensors of `params`, as three lists."""
+        states = [self._state(p) for p in params]
+        return tuple([s[k] for s in states] for k in ("exp_avg", "exp_avg_sq", "step"))
 
     @staticmethod
     def _fused(group, params, grads, exp_avgs, exp_avg_sqs, steps, grad_scale) -> None:
