@@ -42,12 +42,29 @@ if [[ $what == all || $what == bench ]]; then
 fi
 H="$OUT/headline.log"
 # one step of a headline section: its command under a timeout, records appended to $B
-step() { local limit=$1; shift; echo "== $*" | tee -a "$H"; timeout "$limit" "$@" 2>>"$H" | tee -a "$B"; }
+# GPU_CHECK_DEADLINE_S=N ends a section N seconds after the script starts: each step's
+# timeout is cut to the time left and a step with under 20 s left is skipped, so a call
+# on a warm machine can spend exactly the device time that remains
+START=$SECONDS
+DEADLINE=${GPU_CHECK_DEADLINE_S:-}
+left() { # the step's limit, cut to the deadline; empty when too little is left
+  local limit=$1
+  if [[ -n $DEADLINE ]]; then
+    local rest=$((DEADLINE - (SECONDS - START)))
+    ((rest < limit)) && limit=$rest
+  fi
+  ((limit >= 20)) && echo "$limit"
+}
+step() {
+  local limit; limit=$(left "$1"); shift
+  if [[ -z $limit ]]; then echo "== skipped (deadline): $*" | tee -a "$H"; return; fi
+  echo "== ($limit s) $*" | tee -a "$H"; timeout "$limit" "$@" 2>>"$H" | tee -a "$B"
+}
 if [[ $what == headline ]]; then
   # issue 46's figures in the order the project lacks them; the timeouts sum to 8.5 min
   # 1. the CUDA tests and the sync-debug runs of every agent
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -p no:logging -k "cuda or sync or cudagraph" \
-    tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -15
+  timeout "$(left 120)" python3 -m pytest -q -p no:cacheprovider -p no:logging -n 4 \
+    --durations=8 -k "cuda or sync or cudagraph" tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -25
   # 2. pixels env-only at 8,192 and 16,384 envs, memory flat after warm-up (seed 004)
   for n in $(big "8192 16384" "64"); do
     step 30 python3 tools/bench_env.py pixels --device "$DEV" --num-envs "$n" --steps $(big 200 5) \
@@ -68,24 +85,28 @@ if [[ $what == headline ]]; then
   echo "headline: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == headline2 ]]; then
-  # the rest of issue 46's list, for a second call; the timeouts sum to 8.5 min
+  # the rest of issue 46's list, for a second call (or the minutes a warm machine has
+  # left, with GPU_CHECK_DEADLINE_S); the timeouts sum to 8.5 min
   # 1. MinAtar env steps/s at 1,024 and 16,384 envs, every game (gpurl's side only)
   step 45 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" \
     --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
-  # 2. recurrent PPO against feedforward (issue 42), at the preset's 8 envs and at 1,024
-  for n in 8 $(big 1024 ""); do
+  # 2. recurrent PPO against feedforward (issue 42) at the preset's 8 envs
+  recurrent() {
     for core in "" "agent.recurrent=null agent.critic_recurrent=false"; do
       step 40 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
-        --num-envs "$n" --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
+        --num-envs "$1" --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
         ${core:+--set $core}
     done
-  done
-  # 3. the six MarineNav presets: updates/s and collected robot-steps/s per mode
+  }
+  recurrent 8
+  # 3. a MinAtar PQN run's frames/s (Breakout, 1M frames of its 10M)
+  step 120 python3 tools/record_learning.py minatar_breakout_pqn --seeds 0 --out "$OUT/records" \
+    --suffix _gpu -- device="$DEV" trainer.total_frames=$(big 1048576 8192) \
+    trainer.eval_interval=$(big 524288 8192) trainer.checkpoint_interval=$(big 1048576 8192)
+  # 4. recurrent against feedforward at 1,024 envs
+  [[ -z $small ]] && recurrent 1024
+  # 5. the six MarineNav presets: updates/s and collected robot-steps/s per mode
   step 150 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV"
-  # 4. a MinAtar PQN run's frames/s (Breakout, 2M frames of its 10M)
-  step 160 python3 tools/record_learning.py minatar_breakout_pqn --seeds 0 --out "$OUT/records" \
-    --suffix _gpu -- device="$DEV" trainer.total_frames=$(big 2097152 8192) \
-    trainer.eval_interval=$(big 1048576 8192) trainer.checkpoint_interval=$(big 2097152 8192)
   echo "headline2: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == train ]]; then
