@@ -38,6 +38,7 @@ from gpurl.schema import (
     yaml_keys,
 )
 from gpurl.train import build, cli, load_config, print_help, train_or_exit
+from tools.common import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -282,7 +283,7 @@ def test_each_kind_of_mistake_from_a_real_process(case, tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        env={**__import__("os").environ, "PYTHONPATH": pythonpath(ROOT)},
     )
     assert out.stdout == ""
     assert_refused(out.returncode, out.stderr.strip().splitlines(), run_dir, fragment, tmp_path)
@@ -584,7 +585,7 @@ def test_help_lists_the_keys_of_the_chosen_options_with_their_docs(capsys):
 
 @pytest.mark.slow  # processes
 def test_help_and_hydras_own_flags_from_the_command_line(tmp_path):
-    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    env = {**__import__("os").environ, "PYTHONPATH": pythonpath(ROOT)}
 
     def train(*args):
         return subprocess.run(

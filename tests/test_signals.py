@@ -17,6 +17,7 @@ import torch
 from gpurl.core.signals import StopSignals, exit_code
 from gpurl.train import build, load_config, train_or_exit
 from gpurl.trainers.off_policy import OffPolicyTrainer
+from tools.common import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,7 +117,7 @@ def start(run_dir: Path, script=("-m", "gpurl.train"), extra=()) -> subprocess.P
     return subprocess.Popen(
         [sys.executable, *script, *ARGS, *extra, f"hydra.run.dir={run_dir}"],
         cwd=run_dir.parent,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": pythonpath(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -54,7 +54,10 @@ def remove(worktree: Path) -> None:
 
 
 def run_tool(worktree: Path, tool: list[str]) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(worktree)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(worktree), os.environ.get("PYTHONPATH")])),
+    }
     out = subprocess.run(
         [sys.executable, *tool], cwd=worktree, env=env, capture_output=True, text=True
     )

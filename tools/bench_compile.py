@@ -404,11 +404,9 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     # a preset's networks and batch size
     preset = agent.startswith(("marinenav_", "packing_"))
     # MarineNav's and packing's steps have no pure core for compile_lean_step, and the packing
-    # policy is not a PolicyWrapper for compile.policy: compile what they have
+    # policy is not a PolicyWrapper for compile.policy: compile (or graph) what they have
     keep_eager = ["compile.env=false"] + (["compile.policy=false"] if "packing" in agent else [])
-    compile_overrides = AGENT_MODES[mode] + (
-        keep_eager if preset and "compile=full" in AGENT_MODES[mode] else []
-    )
+    compile_overrides = AGENT_MODES[mode] + (keep_eager if preset and AGENT_MODES[mode] else [])
     overrides = [
         *AGENT_CASES[agent],
         *compile_overrides,

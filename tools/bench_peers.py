@@ -73,7 +73,13 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.common import emit, environment_record, gpurl_commit, train_command  # noqa: E402
+from tools.common import (  # noqa: E402
+    emit,
+    environment_record,
+    gpurl_commit,
+    pythonpath,
+    train_command,
+)
 
 BENCHMARL_VENV = ROOT / ".venv-benchmarl"
 BENCHMARL_REQUIREMENTS = ["benchmarl==1.5.2", "vmas==1.5.2"]
@@ -263,7 +269,7 @@ def run_gpurl(preset: str, seed: int, overrides: list[str], run_dir: Path) -> di
         raise Skip(f"gpurl preset {preset} does not exist in this checkout")
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = train_command(preset, seed, run_dir, "threads=1", *overrides)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath(ROOT)}
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpurl.utils.aggregate import aggregate  # noqa: E402
-from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit, pythonpath  # noqa: E402
 
 QUIET = ["logger=none", "trainer.progress=false", "hydra/job_logging=disabled"]
 
@@ -66,7 +66,7 @@ def launch(args: list[str]) -> tuple[float, float]:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": pythonpath(ROOT)},
     )
     wall = time.perf_counter() - start
     if out.returncode != 0:

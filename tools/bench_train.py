@@ -98,6 +98,8 @@ def trainer_for(preset: str, mode: str, num_envs: int, args, run_dir: str):
         f"env.num_envs={num_envs}",
         "env.eval_envs=2",
         f"trainer.rollout_steps={args.rollout_steps}",
+        # iterations are driven here, not by the budget: room for many rollouts at any size
+        f"trainer.total_frames={num_envs * args.rollout_steps * 4096}",
         "logger=none",
         "trainer.progress=false",
         f"threads={args.threads}",

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from gpurl.utils.provenance import environment_record, gpurl_commit  # noqa: F401
+
+
+def pythonpath(*first) -> str:
+    """PYTHONPATH for a child process: `first` ahead of the caller's own entries, which
+    stay (a machine whose packages live on PYTHONPATH, as carried wheels do, keeps them)."""
+    return os.pathsep.join([*map(str, first), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def emit(record: dict, out: Path | None = None) -> None:

@@ -210,7 +210,7 @@ class RewardScale(nn.Module):
     def __init__(self, shape: Sequence[int], gamma: float, clip: float = 10.0, device=None):
         super().__init__()
         self.gamma, self.clip = float(gamma), float(clip)
-        self.stats = RunningNorm(1, clip=clip)
+        self.stats = RunningNorm(1, clip=clip).to(device)
         # not a weight: a loaded policy may act at any batch size
         self.register_buffer("ret", torch.zeros(tuple(shape), device=device), persistent=False)
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tools import soak
+from tools.common import pythonpath
 
 MIB = soak.MIB
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +137,7 @@ def run_soak(tmp_path, *extra, leak=False):
     out = tmp_path / "soak.jsonl"
     args = [*TINY, "--interval", "0.05", "--out", str(out), "--plot", str(tmp_path / "soak.png")]
     cmd = [sys.executable, "-c", LEAK] if leak else [sys.executable, "tools/soak.py"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": pythonpath(ROOT)}
     proc = subprocess.run(
         [*cmd, *args, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )

@@ -79,7 +79,7 @@ def draw(*layers) -> torch.Tensor:
 def randint(u: torch.Tensor, low, high) -> torch.Tensor:
     """An integer uniform on [low, high) from a uniform [0, 1): low + floor(u (high - low))
     (int64); `high` may be a tensor."""
-    return (low + (u * (high - low)).floor()).long().clamp_max(torch.as_tensor(high) - 1)
+    return (low + (u * (high - low)).floor()).long().clamp_max(high - 1)
 
 
 def lookup(values: tuple[int, ...], index: torch.Tensor) -> torch.Tensor:
