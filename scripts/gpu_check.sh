@@ -8,11 +8,11 @@
 # step under its own timeout so a section ends inside 9 minutes: run them first), `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
 # short full-size packing run; run records go to $OUT/records) and `marinenav` (the six
 # presets at 1,024 envs). Run from the repo root on a machine whose python3 has torch with
-# CUDA; wheels it lacks travel in .whl/.
+# CUDA; wheels it lacks travel in .whl/ (bash scripts/gpu_wheels.sh fetches them here).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpurl_gpu}
 mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
+if ! python3 -c "import torchrl, hydra" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD

@@ -76,3 +76,10 @@ def test_off_by_default_and_refused_with_many_seeds(tmp_path):
     with pytest.raises(ConfigError, match="one set of return statistics") as err:
         small(tmp_path / "many", "trainer.num_seeds=2")
     assert "\n" not in str(err.value)
+
+
+def test_every_statistic_follows_the_device_it_is_given():
+    # the running statistics once stayed on the CPU while the carried return went to
+    # the GPU: on CUDA the first rollout failed (meta stands in for the device here)
+    scale = RewardScale((4,), gamma=0.99, device="meta")
+    assert {b.device.type for b in scale.buffers()} == {"meta"}

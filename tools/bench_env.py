@@ -22,6 +22,7 @@ cpu_ms_per_step is this process's CPU time per step (on the GPU: host-side time)
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import sys
@@ -38,6 +39,7 @@ from torchrl.data import Bounded, Categorical, MultiCategorical  # noqa: E402
 from gpurl.envs import make_env, native_envs  # noqa: E402
 from gpurl.utils.device import resolve_device  # noqa: E402
 from gpurl.utils.host_reads import count_host_reads  # noqa: E402
+from gpurl.utils.provenance import gpurl_commit  # noqa: E402
 
 
 def _value(text: str):
@@ -165,6 +167,8 @@ def run(args: argparse.Namespace) -> dict:
         "torch": torch.__version__,
         "torchrl": torchrl.__version__,
         "torch_num_threads": torch.get_num_threads(),
+        "date": datetime.date.today().isoformat(),
+        "commit": gpurl_commit(),
         "timing": "cuda_events" if cuda else "perf_counter",
         "env_steps_per_sec": args.num_envs * args.steps / seconds,
         "ms_per_step": 1e3 * seconds / args.steps,

@@ -19,7 +19,9 @@ Modes (C = --cores, 2 by default):
 wall_s is the whole command's wall clock (start-up included: what a researcher waits);
 frames_per_sec = N x frames per run / wall_s. peak_rss_mb is the largest resident set of
 any one process of the mode (resource.getrusage: the vmapped process, the largest
-sequential run, the largest joblib worker or the sweeping process).
+sequential run, the largest joblib worker or the sweeping process); peak_cuda_mb, on a
+GPU, the largest torch.cuda.max_memory_allocated of a run's process (a joblib sweep's
+workers are not seen). device is the runs' own (`--set device=cuda`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ QUIET = ["logger=none", "trainer.progress=false", "hydra/job_logging=disabled"]
 
 def child(args: list[str]) -> None:
     """Run `python -m gpurl.train ARGS` in this process, then print its peak RSS (and
-    that of the children it waited for: a joblib sweep's workers) in MB."""
+    that of the children it waited for: a joblib sweep's workers) in KB, and its peak
+    CUDA allocation when it used the GPU."""
+    import torch
+
     from gpurl.train import cli
 
     try:
@@ -56,10 +61,13 @@ def child(args: list[str]) -> None:
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         print(f"PEAK_RSS_KB {max(own, kids)}", flush=True)
+        if torch.cuda.is_initialized():
+            print(f"PEAK_CUDA_KB {torch.cuda.max_memory_allocated() // 1024}", flush=True)
 
 
-def launch(args: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one `gpurl.train` command in a fresh process."""
+def launch(args: list[str]) -> tuple[float, float, float | None]:
+    """(wall seconds, peak RSS MB, peak CUDA MB or None) of one `gpurl.train` command in
+    a fresh process."""
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, __file__, "--child", *args],
@@ -71,8 +79,12 @@ def launch(args: list[str]) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if out.returncode != 0:
         raise RuntimeError(f"gpurl.train {' '.join(args)} failed:\n{out.stderr[-3000:]}")
-    peak = [int(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("PEAK_")]
-    return wall, max(peak) / 1024
+
+    def peak(tag):
+        kb = [int(ln.split()[1]) for ln in out.stdout.splitlines() if ln.startswith(tag)]
+        return max(kb) / 1024 if kb else None
+
+    return wall, peak("PEAK_RSS_KB"), peak("PEAK_CUDA_KB")
 
 
 def summaries(root: Path) -> list[dict]:
@@ -92,17 +104,20 @@ def measure(preset: str, n: int, mode: str, cores: int, extra: list[str], first:
         tmp = Path(tmp)
         if mode == "vmapped":
             args = [*base, f"trainer.num_seeds={n}", f"seed={first}", f"threads={cores}"]
-            wall, peak = launch([*args, f"hydra.run.dir={tmp}/run"])
+            wall, peak, cuda = launch([*args, f"hydra.run.dir={tmp}/run"])
         elif mode == "sequential":
-            wall, peak = 0.0, 0.0
+            wall, peak, cuda = 0.0, 0.0, None
             for k in range(first, first + n):
-                w, p = launch([*base, f"seed={k}", f"threads={cores}", f"hydra.run.dir={tmp}/{k}"])
+                w, p, c = launch(
+                    [*base, f"seed={k}", f"threads={cores}", f"hydra.run.dir={tmp}/{k}"]
+                )
                 wall, peak = wall + w, max(peak, p)
+                cuda = c if cuda is None else max(cuda, c or 0.0)
         else:  # joblib: C runs of one thread at a time
             seeds = ",".join(str(k) for k in range(first, first + n))
             args = ["-m", *base, f"seed={seeds}", "threads=1", "hydra/launcher=gpurl_joblib"]
             args.append(f"hydra.launcher.n_jobs={cores}")  # the launcher's default: every core
-            wall, peak = launch([*args, f"hydra.sweep.dir={tmp}/sweep"])
+            wall, peak, cuda = launch([*args, f"hydra.sweep.dir={tmp}/sweep"])
         runs = summaries(tmp)
     if len(runs) != n:
         raise RuntimeError(f"{preset} {mode} N={n}: {len(runs)} summaries, expected {n}")
@@ -121,9 +136,12 @@ def measure(preset: str, n: int, mode: str, cores: int, extra: list[str], first:
         "frames_per_sec": round(n * frames / wall, 1),
         "train_s_per_run": [r["wall_time_s"] for r in runs],
         "peak_rss_mb": round(peak, 1),
+        "peak_cuda_mb": None if cuda is None else round(cuda, 1),
         "eval_returns": finals.tolist(),
         "aggregate": aggregate(finals) if n > 1 else None,
         "commit": runs[0].get("commit"),
+        "device": runs[0].get("device"),
+        "device_name": runs[0].get("device_name"),
         # the machine's 1-minute load average before and after: other jobs slow a mode
         "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
@@ -154,7 +172,7 @@ def main() -> None:
         for n in a.seeds:
             for mode in a.modes:  # modes interleaved per N: a shared machine disturbs them alike
                 record = measure(preset, n, mode, a.cores, a.set, a.first_seed)
-                record = {**record, **env, "bench_commit": commit}
+                record = {**env, **record, "bench_commit": commit}  # the runs' device
                 emit(record, a.out)
 
 

@@ -10,6 +10,7 @@ from torchrl.envs.utils import check_env_specs
 from gpurl.envs import make_env
 from gpurl.errors import ConfigError
 from gpurl.utils.host_reads import count_host_reads
+from tests.conftest import requires_cuda
 from tests.envs.minatar_reference import run_parity
 
 # per game: the reference's draw sites -> gpurl's noise slots (after the sticky slot 0)
@@ -167,6 +168,19 @@ def test_lean_steps_read_nothing_on_the_host(game):
         for _ in range(20):
             env.lean_step(action)
     assert reads.count == 0, reads.report()
+
+
+@requires_cuda
+@pytest.mark.parametrize("game", SITES)
+def test_every_game_resets_and_steps_on_cuda(game):
+    # every tensor a game makes must follow the env's device (a CPU bound in freeway's
+    # random speeds once failed here and nowhere on the CPU)
+    env = make_env({"name": "minatar", "game": game}, device="cuda", num_envs=64)
+    env.lean_reset()
+    action = torch.randint(len(env.rules.actions), (64,), device="cuda")
+    for _ in range(50):
+        nxt, obs = env.lean_step(action)
+    assert nxt["reward"].device.type == obs.device.type == "cuda"
 
 
 # -- agreement in distribution with the reference's own randomness (slow) -----------------
