@@ -477,6 +477,10 @@ def bench_agents(args) -> list[dict]:
     for num_envs in args.num_envs:
         for agent in args.agents:
             for mode in modes:
+                # each case compiles afresh, as in a run of its own: Dynamo's caches from
+                # the cases before would otherwise fill its recompile limit (8 frames of
+                # clip_and_step) and leave the later cases running eager
+                torch._dynamo.reset()
                 record = bench_agent(args, agent, mode, num_envs)
                 print(json.dumps(record), flush=True)
                 records.append(record)
