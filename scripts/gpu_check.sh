@@ -5,7 +5,8 @@
 # each record appended to $OUT/bench_gpu.jsonl) and `torchrun` (one rank per GPU). The
 # other sections run only when named, each in its own device call (a call has 10
 # minutes): `headline` and `headline2` (issue 46's figures the project lacks most, each
-# step under its own timeout so a section ends inside 9 minutes: run them first), `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
+# step under its own timeout so a section ends inside 9 minutes: run them first),
+# `figures` (the figures of Benchmarks -> "GPU, H200" again), `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
 # short full-size packing run; run records go to $OUT/records) and `marinenav` (the six
 # presets at 1,024 envs). Run from the repo root on a machine whose python3 has torch with
 # CUDA; wheels it lacks travel in .whl/ (bash scripts/gpu_wheels.sh fetches them here).
@@ -61,53 +62,70 @@ step() {
   echo "== ($limit s) $*" | tee -a "$H"; timeout "$limit" "$@" 2>>"$H" | tee -a "$B"
 }
 if [[ $what == headline ]]; then
-  # issue 46's figures in the order the project lacks them; the timeouts sum to 8.5 min
+  # what issue 46 still lacks, most lacking first; the timeouts sum to 8.5 min
   # 1. the CUDA tests and the sync-debug runs of every agent
   timeout "$(left 120)" python3 -m pytest -q -p no:cacheprovider -p no:logging -n 4 \
     --durations=8 -k "cuda or sync or cudagraph" tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -25
-  # 2. pixels env-only at 8,192 and 16,384 envs, memory flat after warm-up (seed 004)
-  for n in $(big "8192 16384" "64"); do
-    step 30 python3 tools/bench_env.py pixels --device "$DEV" --num-envs "$n" --steps $(big 200 5) \
-      --warmup $(big 50 2) --max-mem-delta 0
+  # 2. MarineNav IQN and AC-IQN training at 1,024 and 8,192 envs under CUDA graphs, with
+  # where the time goes (kernel time against the wall, launches an iteration)
+  for n in $(big "1024 8192" "4"); do
+    for preset in marinenav_iqn marinenav_acqin; do
+      step 60 python3 tools/profile_train.py "$preset" --device "$DEV" \
+        --iterations $(big 5 2) --warmup 2 --set env.num_envs="$n" \
+        $(big compile.cudagraphs=true trainer.init_random_frames=16)
+    done
   done
-  # 3. pixel PPO and PQN training against their floor at 8,192 envs, eager and graphs
-  step 100 python3 tools/bench_train.py --device "$DEV" --agents ppo pqn --num-envs $(big 8192 16) \
-    --rollout-steps $(big 8 2) --modes eager $(big cudagraphs "") --rounds $(big 2 1) --warmup 1
-  # 4. the packing seed benchmark's episode on the device (goal 0.5 s)
-  step 60 python3 tools/bench_seed_packing.py --device "$DEV" --bf16 --repeats $(big 3 1)
-  # 5. MarineNav robot-steps/s up to 65,536 envs
-  step 30 python3 tools/bench_marinenav.py --device "$DEV" --num-envs $(big "1024 8192 65536" "4") \
-    --steps $(big 200 5) --repeats $(big 3 1)
-  # 6. many seeds: 1, 64 and 256 vmapped PQN seeds, frames/s and memory
-  step 120 python3 tools/bench_seeds.py --presets pqn_cartpole --seeds 1 $(big "64 256" "2") \
-    --modes vmapped --cores 1 --set device="$DEV" trainer.total_frames=$(big 20480 2048) \
-    trainer.eval_interval=$(big 20480 2048)
+  # 3. MinAtar PQN at the preset's 128 envs, eager and CUDA graphs: the run's frames/s
+  # and its launches (a 1M-frame eager run gave 11.7k frames/s)
+  for graphs in "" $(big compile.cudagraphs=true ""); do
+    step 40 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" --iterations $(big 10 2) \
+      --warmup 2 ${graphs:+--set $graphs}
+  done
+  # 4. recurrent PPO against feedforward (issue 42) at 1,024 envs
+  for core in "" "agent.recurrent=null agent.critic_recurrent=false"; do
+    step 30 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
+      --num-envs $(big 1024 8) --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
+      ${core:+--set $core}
+  done
+  # 5. MinAtar Space Invaders, the game the last lease did not reach
+  step 20 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" --games space_invaders \
+    --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
   echo "headline: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == headline2 ]]; then
   # the rest of issue 46's list, for a second call (or the minutes a warm machine has
   # left, with GPU_CHECK_DEADLINE_S); the timeouts sum to 8.5 min
-  # 1. MinAtar env steps/s at 1,024 and 16,384 envs, every game (gpurl's side only)
-  step 45 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" \
+  # 1. the six MarineNav presets: updates/s and collected robot-steps/s per mode
+  step 200 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV" \
+    --num-envs $(big 1024 4)
+  # 2. PPO on pixels at 8,192 envs towards 0.9 held-out success, with its wall time
+  step 300 python3 tools/record_learning.py pixels_ppo --seeds 0 --out "$OUT/records" \
+    --suffix _gpu8k -- device="$DEV" env.num_envs=$(big 8192 16) \
+    trainer.total_frames=$(big 4194304 4096) trainer.eval_interval=$(big 524288 4096) \
+    trainer.checkpoint_interval=$(big 4194304 4096) compile.cudagraphs=$(big true false)
+  echo "headline2: $(wc -l <"$B") records in $B"
+fi
+if [[ $what == figures ]]; then
+  # the figures of Benchmarks -> "GPU, H200" again (pixels, pixel training, the packing
+  # episode, MarineNav's env, many seeds, MinAtar's env, a MinAtar PQN run), 8.5 min
+  for n in $(big "8192 16384" "64"); do
+    step 30 python3 tools/bench_env.py pixels --device "$DEV" --num-envs "$n" --steps $(big 200 5) \
+      --warmup $(big 50 2) --max-mem-delta 0
+  done
+  step 80 python3 tools/bench_train.py --device "$DEV" --agents ppo pqn --num-envs $(big 8192 16) \
+    --rollout-steps $(big 8 2) --modes eager $(big cudagraphs "") --rounds $(big 2 1) --warmup 1
+  step 40 python3 tools/bench_seed_packing.py --device "$DEV" --bf16 --repeats $(big 3 1)
+  step 30 python3 tools/bench_marinenav.py --device "$DEV" --num-envs $(big "1024 8192 65536" "4") \
+    --steps $(big 200 5) --repeats $(big 3 1)
+  step 100 python3 tools/bench_seeds.py --presets pqn_cartpole --seeds 1 $(big "64 256" "2") \
+    --modes vmapped --cores 1 --set device="$DEV" trainer.total_frames=$(big 20480 2048) \
+    trainer.eval_interval=$(big 20480 2048)
+  step 60 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" \
     --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
-  # 2. recurrent PPO against feedforward (issue 42) at the preset's 8 envs
-  recurrent() {
-    for core in "" "agent.recurrent=null agent.critic_recurrent=false"; do
-      step 40 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
-        --num-envs "$1" --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
-        ${core:+--set $core}
-    done
-  }
-  recurrent 8
-  # 3. a MinAtar PQN run's frames/s (Breakout, 1M frames of its 10M)
   step 120 python3 tools/record_learning.py minatar_breakout_pqn --seeds 0 --out "$OUT/records" \
     --suffix _gpu -- device="$DEV" trainer.total_frames=$(big 1048576 8192) \
     trainer.eval_interval=$(big 524288 8192) trainer.checkpoint_interval=$(big 1048576 8192)
-  # 4. recurrent against feedforward at 1,024 envs
-  [[ -z $small ]] && recurrent 1024
-  # 5. the six MarineNav presets: updates/s and collected robot-steps/s per mode
-  step 150 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV"
-  echo "headline2: $(wc -l <"$B") records in $B"
+  echo "figures: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == train ]]; then
   # end-to-end pixel training against its floor, eager / compiled / CUDA graphs (issue
