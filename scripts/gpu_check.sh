@@ -18,6 +18,12 @@ if ! python3 -c "import torchrl, hydra" 2>/dev/null && ls .whl/*.whl >/dev/null 
     --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 fi
+# BenchMARL's side of bench_peers.py vmas: its own site (it pins torchrl < 0.12)
+if [[ ${PYTHONPATH:-} == /tmp/site:* ]] && ls .whl/benchmarl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site-benchmarl .whl/benchmarl/*.whl || exit 1
+  export BENCHMARL_PYTHON=$(command -v python3) BENCHMARL_PYTHONPATH=/tmp/site-benchmarl
+fi
 export PYTHONUNBUFFERED=1
 # GPU_CHECK_DEVICE=cpu GPU_CHECK_SMALL=1 runs a section's commands at toy sizes on the
 # CPU: a rehearsal that checks every command and flag before device time is spent
@@ -95,11 +101,15 @@ fi
 if [[ $what == headline2 ]]; then
   # the rest of issue 46's list, for a second call (or the minutes a warm machine has
   # left, with GPU_CHECK_DEADLINE_S); the timeouts sum to 8.5 min
-  # 1. the six MarineNav presets: updates/s and collected robot-steps/s per mode
-  step 200 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV" \
+  # 1. VMAS navigation IPPO against BenchMARL, both on the device (the CPU ratio is
+  # 1.15-1.37x; the goal 3x)
+  step 200 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
+    --out "$OUT/peers" $(big "" "--frames 3200")
+  # 2. the six MarineNav presets: updates/s and collected robot-steps/s per mode
+  step 150 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV" \
     --num-envs $(big 1024 4)
-  # 2. PPO on pixels at 8,192 envs towards 0.9 held-out success, with its wall time
-  step 300 python3 tools/record_learning.py pixels_ppo --seeds 0 --out "$OUT/records" \
+  # 3. PPO on pixels at 8,192 envs towards 0.9 held-out success, with its wall time
+  step 160 python3 tools/record_learning.py pixels_ppo --seeds 0 --out "$OUT/records" \
     --suffix _gpu8k -- device="$DEV" env.num_envs=$(big 8192 16) \
     trainer.total_frames=$(big 4194304 4096) trainer.eval_interval=$(big 524288 4096) \
     trainer.checkpoint_interval=$(big 4194304 4096) compile.cudagraphs=$(big true false)

@@ -133,3 +133,20 @@ def test_bad_support_is_a_config_error(tmp_path, overrides):
 def test_rainbow_refuses_continuous_actions(tmp_path):
     with pytest.raises(ConfigError, match="discrete"):
         small(tmp_path, ["env=marinenav_continuous"])
+
+
+def test_projection_is_fp32_for_bf16_probabilities():
+    # under compile.amp the softmax before the projection can come out bf16
+    probs = torch.tensor([[0.25, 0.25, 0.5, 0.0, 0.0]] * 2, dtype=torch.bfloat16)  # exact
+    target = categorical_projection(probs, torch.zeros(2), torch.ones(2), torch.linspace(-2, 2, 5))
+    assert target.dtype == torch.float32
+    torch.testing.assert_close(target.sum(-1), torch.ones(2))
+
+
+def test_rainbow_updates_under_amp(tmp_path):
+    tr = small(tmp_path, ["compile.amp=true"])
+    for _ in range(4):
+        tr.iteration()
+    assert tr.progress.update_count > 0
+    out = tr.agent.update(tr.buffer.sample(tr.progress), tr.progress)
+    assert torch.isfinite(out["loss"]) and out["priority"].dtype == torch.float32

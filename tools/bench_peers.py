@@ -22,6 +22,9 @@ vmas   VMAS navigation against BenchMARL 1.5.2 (TorchRL + Hydra MARL). Each Benc
        benchmarl and vmas) through tools/peers/benchmarl_run.py. If torchvision (which
        BenchMARL requires and its MLP models never import) cannot load against the CPU
        torch, a stub module stands first on that script's path; the record says so.
+       --device cuda runs both sides on the GPU; on a machine with no network,
+       BENCHMARL_PYTHON and BENCHMARL_PYTHONPATH name the interpreter and the folder of
+       BenchMARL's packages instead of the venv (scripts/gpu_check.sh sets them).
 solve  Time to solve against Stable-Baselines3 (the `peers` extra): CartPole >= 475,
        Pendulum >= -200, Acrobot >= -100, LunarLander >= 200, and CartPole without its
        velocities >= 475 (cartpole_masked: gpurl's recurrent PPO, ppo_cartpole_masked_lstm,
@@ -321,7 +324,13 @@ def gpurl_record(summary: dict, threshold: float | None) -> dict:
 
 # -- BenchMARL -----------------------------------------------------------------------------
 def benchmarl_python(install: bool) -> tuple[Path, dict]:
-    """BenchMARL's venv (made here on first use) and what the record says of it."""
+    """BenchMARL's venv (made here on first use) and what the record says of it; or, where
+    BENCHMARL_PYTHON names an interpreter (a machine with no network: its packages on
+    BENCHMARL_PYTHONPATH, as scripts/gpu_check.sh installs them), that one."""
+    if os.environ.get("BENCHMARL_PYTHON"):
+        python = Path(os.environ["BENCHMARL_PYTHON"])
+        site = os.environ.get("BENCHMARL_PYTHONPATH", "")
+        return python, {"interpreter": f"{python}, BenchMARL's packages on PYTHONPATH {site!r}"}
     python = BENCHMARL_VENV / "bin" / "python"
     if not python.exists():
         if not install:
@@ -360,7 +369,9 @@ def benchmarl_python(install: bool) -> tuple[Path, dict]:
     return python, {"torchvision": note}
 
 
-def benchmarl_spec(algo: str, cfg, seed: int, frames: int, save_folder: Path) -> tuple[dict, int]:
+def benchmarl_spec(
+    algo: str, cfg, seed: int, frames: int, save_folder: Path, device: str = "cpu"
+) -> tuple[dict, int]:
     """BenchMARL's experiment from gpurl's config: the same scenario, frames, envs, nets,
     and the algorithm's settings where BenchMARL has them. Returns (spec, frames)."""
     env, agent, trainer = cfg.env, cfg.agent, cfg.trainer
@@ -389,9 +400,9 @@ def benchmarl_spec(algo: str, cfg, seed: int, frames: int, save_folder: Path) ->
     interval = batch * max(1, round(int(trainer.eval_interval) / batch))
     frames = interval * max(1, -(-frames // interval))  # a whole number of evaluations
     experiment = {
-        "sampling_device": "cpu",
-        "train_device": "cpu",
-        "buffer_device": "cpu",
+        "sampling_device": device,
+        "train_device": device,
+        "buffer_device": device,
         "share_policy_params": True,
         "prefer_continuous_actions": bool(env.continuous_actions),
         "gamma": float(agent.gamma),
@@ -513,9 +524,11 @@ def vmas_notes(algo: str, agent) -> str:
 
 def run_benchmarl(python: Path, spec: dict, extra_path: Path | None) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("PYTHONPATH", None)
-    if extra_path is not None:
-        env["PYTHONPATH"] = str(extra_path)
+    env.pop("PYTHONPATH", None)  # gpurl's packages (torchrl 0.14) must not shadow its own
+    paths = [str(extra_path)] if extra_path is not None else []
+    paths += [os.environ["BENCHMARL_PYTHONPATH"]] if os.environ.get("BENCHMARL_PYTHONPATH") else []
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     cmd = [str(python), str(ROOT / "tools" / "peers" / "benchmarl_run.py"), json.dumps(spec)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -547,7 +560,9 @@ def case_vmas(args) -> list[dict]:
             cfg = config(experiment=preset, seed=seed)
             frames = args.frames or int(cfg.trainer.total_frames)
             run_root = ROOT / "runs" / "peers" / f"vmas_{algo}_s{seed}"
-            spec, frames = benchmarl_spec(algo, cfg, seed, frames, run_root / "benchmarl")
+            spec, frames = benchmarl_spec(
+                algo, cfg, seed, frames, run_root / "benchmarl", args.device
+            )
             task = f"vmas_{cfg.env.scenario}"
             common = {
                 "case": "vmas",
@@ -557,6 +572,7 @@ def case_vmas(args) -> list[dict]:
                 "notes": vmas_notes(algo, cfg.agent),
             }
             overrides = [
+                f"device={args.device}",
                 f"trainer.total_frames={frames}",
                 f"trainer.eval_interval={spec['experiment_config']['evaluation_interval']}",
                 f"trainer.checkpoint_interval={frames}",
@@ -591,6 +607,7 @@ def case_vmas(args) -> list[dict]:
                     "threshold": None,
                     **first_reaching(history, None),
                     "versions": result["versions"],
+                    "device": args.device,
                     "benchmarl_venv": venv_note,
                     "spec": spec,
                     "notes": ". ".join(filter(None, [common["notes"], BENCHMARL_NOTES[algo]])),
@@ -837,6 +854,9 @@ def main(argv=None) -> int:
     p.add_argument("--frames", type=int, default=0, help="vmas, atari: frames (0: the preset's)")
     p.add_argument("--algos", nargs="+", choices=sorted(PAIRS), default=sorted(PAIRS))
     p.add_argument("--no-install", action="store_true", help="vmas: never make the venv")
+    p.add_argument(
+        "--device", default="cpu", help="vmas: where both sides sample and train (cpu, cuda)"
+    )
     p.add_argument("--task", choices=sorted(TASKS), default="cartpole")
     p.add_argument("--impls", nargs="+", help="solve: gpurl:PRESET or sb3:ALGO")
     p.add_argument("--eval-interval", type=int, default=0, help="solve: 0 = the task's")

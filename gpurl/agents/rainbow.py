@@ -32,7 +32,10 @@ def categorical_projection(
     """Project r + discount * z (probabilities probs_next [B, atoms] on `support`) back onto
     the support [B, atoms]. discount is gamma^n (1 - terminated): 0 puts all the mass at
     r. Values outside the support go to its edge atoms; a value between two atoms splits
-    its mass between them linearly, one that lands on an atom gives that atom all of it."""
+    its mass between them linearly, one that lands on an atom gives that atom all of it.
+    In fp32 whatever probs_next's dtype: under compile.amp the softmax before it may be
+    bf16, and the target the loss compares with stays full precision."""
+    probs_next = probs_next.float()
     atoms = support.numel()
     v_min, v_max = support[0], support[-1]
     delta = (v_max - v_min) / (atoms - 1)

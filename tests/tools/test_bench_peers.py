@@ -90,6 +90,38 @@ def test_benchmarl_ppo_makes_gpurls_updates_with_gpurls_loss_weights(tmp_path):
     assert algo["lmbda"] == cfg.agent.gae_lambda and algo["clip_epsilon"] == 0.2
 
 
+def test_benchmarl_samples_and_trains_on_the_device_asked_for(tmp_path):
+    cfg = config(experiment="vmas_navigation_ippo")
+    spec, _ = bench_peers.benchmarl_spec("ippo", cfg, 0, 38400, tmp_path, "cuda")
+    exp = spec["experiment_config"]
+    assert (exp["sampling_device"], exp["train_device"], exp["buffer_device"]) == ("cuda",) * 3
+    spec, _ = bench_peers.benchmarl_spec("ippo", cfg, 0, 38400, tmp_path)
+    assert spec["experiment_config"]["train_device"] == "cpu"
+
+
+def test_a_named_benchmarl_interpreter_runs_with_its_own_packages_only(tmp_path, monkeypatch):
+    # a GPU machine has no network: BenchMARL's packages sit in a folder of their own,
+    # and gpurl's (torchrl 0.14 on PYTHONPATH) must not reach its process
+    site = tmp_path / "site-benchmarl"
+    monkeypatch.setenv("BENCHMARL_PYTHON", "/usr/bin/python3")
+    monkeypatch.setenv("BENCHMARL_PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site-gpurl")
+    python, note = bench_peers.benchmarl_python(install=False)
+    assert python == bench_peers.Path("/usr/bin/python3") and str(site) in note["interpreter"]
+    seen = {}
+
+    def fake_run(cmd, cwd, env, capture_output, text):
+        seen.update(cmd=cmd, path=env.get("PYTHONPATH"))
+        out = 'RESULT {"frames": 1}'
+        return bench_peers.subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(bench_peers.subprocess, "run", fake_run)
+    stub = tmp_path / "stub"
+    assert bench_peers.run_benchmarl(python, {"algorithm": "ippo"}, stub) == {"frames": 1}
+    assert seen["cmd"][0] == "/usr/bin/python3"
+    assert seen["path"] == f"{stub}{bench_peers.os.pathsep}{site}"
+
+
 def test_absent_peer_and_absent_preset_are_skipped_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_peers, "BENCHMARL_VENV", tmp_path / "no-venv")
     monkeypatch.setattr(bench_peers, "PRESETS", tmp_path)  # no preset at all
