@@ -877,10 +877,12 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     records = {"vmas": case_vmas, "solve": case_solve, "atari": case_atari}[args.case](args)
-    context = {"tool": "bench_peers", "commit": gpurl_commit(), **environment_record("cpu")}
+    device = args.device if args.case == "vmas" else "cpu"  # solve and atari run on the CPU
+    context = {"tool": "bench_peers", "commit": gpurl_commit(), **environment_record(device)}
     date = datetime.date.today().isoformat()
     task = args.task if args.case == "solve" else ""
-    name = args.name or "_".join(x for x in (args.case, task, "cpu", date) if x) + ".jsonl"
+    kind = device.split(":")[0]
+    name = args.name or "_".join(x for x in (args.case, task, kind, date) if x) + ".jsonl"
     out = ROOT / args.out / name
     if records:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -109,7 +109,7 @@ def main(spec: dict) -> dict:
     ]
     train_s = wall - sum(eval_seconds)
     versions = {
-        p: importlib.metadata.version(p)
+        p: installed_version(p)
         for p in ("torch", "torchrl", "tensordict", "benchmarl", "vmas", "torchvision")
     }
     return {
@@ -121,6 +121,15 @@ def main(spec: dict) -> dict:
         "versions": versions,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def installed_version(name: str) -> str:
+    """A package's version, or "not installed" (torchvision: BenchMARL asks for it, its
+    MLP runs never import it, and a machine may lack it)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 if __name__ == "__main__":
