@@ -175,6 +175,23 @@ def test_tanh_gaussian_log_prob_matches_torch_distributions():
     assert torch.allclose(actor(obs), torch.tanh(mean))
 
 
+def test_tanh_gaussian_log_std_squashed_or_clamped():
+    obs = TensorDict(observation=torch.randn(4, 3), batch_size=[4])
+    squash = TanhGaussianActor(encoder(), 2, (16,))
+    clamp = TanhGaussianActor(encoder(), 2, (16,), log_std="clamp")
+    for actor in (squash, clamp):  # an output of 0 for the log-std half
+        torch.nn.init.zeros_(actor.net[-1].weight)
+        torch.nn.init.zeros_(actor.net[-1].bias)
+    # CleanRL's squash into [-5, 2] starts the std at exp(-1.5); SB3's clamp at 1
+    torch.testing.assert_close(squash._mean_log_std(obs)[1], torch.full((4, 2), -1.5))
+    torch.testing.assert_close(clamp._mean_log_std(obs)[1], torch.zeros(4, 2))
+    with torch.no_grad():
+        clamp.net[-1].bias.copy_(torch.tensor([0.0, 0.0, -30.0, 5.0]))
+    torch.testing.assert_close(clamp._mean_log_std(obs)[1][0], torch.tensor([-20.0, 2.0]))
+    with pytest.raises(ValueError, match="squash or clamp"):
+        TanhGaussianActor(encoder(), 2, (16,), log_std="soft")
+
+
 def test_dueling_q_network_mean_advantage_is_value():
     torch.manual_seed(0)
     q = QNetwork(encoder(4), 3, (16,), dueling=True)

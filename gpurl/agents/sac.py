@@ -41,6 +41,13 @@ class SACConfig(ContinuousOffPolicyConfig):
 
     alpha_lr: float = lr_key(1.0e-3, "the temperature's Adam learning rate")
     init_alpha: float = key(1.0, "the temperature it starts at", gt=0)
+    log_std: str = key(
+        "squash",
+        "how the actor bounds its log-std: squash (tanh into [-5, 2]: CleanRL's, the std "
+        "starts near 0.22) | clamp (a hard clamp to [-20, 2]: Stable-Baselines3's, the std "
+        "starts near 1)",
+        choices=("squash", "clamp"),
+    )
 
 
 @register("agent", "sac", SACConfig)
@@ -54,7 +61,12 @@ class SACAgent(OffPolicyAgent):
         enc, device = cfg.get("encoder"), info.device
         runs = self.runs
         self.actor = runs.build(
-            lambda: TanhGaussianActor(make_encoder(info, enc), action_dim, cfg.hidden)
+            lambda: TanhGaussianActor(
+                make_encoder(info, enc),
+                action_dim,
+                cfg.hidden,
+                log_std=cfg.get("log_std", "squash"),
+            )
         ).to(device)
         self.critic = runs.build(
             lambda: torch.nn.ModuleList(

@@ -114,19 +114,28 @@ class TanhGaussianActor(nn.Module):
         encoder: nn.Module,
         action_dim: int,
         hidden: Sequence[int] = (256, 256),
-        log_std_bounds: tuple[float, float] = (-5.0, 2.0),
+        log_std_bounds: tuple[float, float] | None = None,
+        log_std: str = "squash",
     ):
         super().__init__()
+        if log_std not in ("squash", "clamp"):
+            raise ValueError(f"log_std must be squash or clamp, got {log_std!r}")
         self.encoder = encoder
         self.net = mlp(encoder.out_features, 2 * action_dim, hidden)
-        self.log_std_min, self.log_std_max = log_std_bounds
+        self.squash = log_std == "squash"
+        default = (-5.0, 2.0) if self.squash else (-20.0, 2.0)
+        self.log_std_min, self.log_std_max = log_std_bounds or default
 
     def _mean_log_std(self, obs):
         mean, log_std = self.net(self.encoder(obs)).chunk(2, dim=-1)
-        # squash log_std smoothly into its bounds (no hard clamp: gradients stay alive)
-        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
-            torch.tanh(log_std) + 1
-        )
+        if self.squash:
+            # smoothly into the bounds (no hard clamp: gradients stay alive); an output
+            # near 0 starts the std at exp(-1.5) = 0.22
+            log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
+                torch.tanh(log_std) + 1
+            )
+        else:  # Stable-Baselines3's: a hard clamp, so an output near 0 starts the std at 1
+            log_std = log_std.clamp(self.log_std_min, self.log_std_max)
         return mean, log_std
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
