@@ -76,7 +76,7 @@ if [[ $what == headline ]]; then
   # where the time goes (kernel time against the wall, launches an iteration)
   for n in $(big "1024 8192" "4"); do
     for preset in marinenav_iqn marinenav_acqin; do
-      step 60 python3 tools/profile_train.py "$preset" --device "$DEV" \
+      step 50 python3 tools/profile_train.py "$preset" --device "$DEV" \
         --iterations $(big 5 2) --warmup 2 --set env.num_envs="$n" \
         $(big compile.cudagraphs=true trainer.init_random_frames=16)
     done
@@ -93,7 +93,10 @@ if [[ $what == headline ]]; then
       --num-envs $(big 1024 8) --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
       ${core:+--set $core}
   done
-  # 5. MinAtar Space Invaders, the game the last lease did not reach
+  # 5. where the packing episode's time goes (0.86 s against the 0.5 s goal)
+  step 40 python3 tools/bench_seed_packing.py --device "$DEV" --bf16 --repeats 1 --profile \
+    $(big "" "--small --resolution 32 --kernel eager --gemm-size 256")
+  # 6. MinAtar Space Invaders, the game the last lease did not reach
   step 20 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" --games space_invaders \
     --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
   echo "headline: $(wc -l <"$B") records in $B"

@@ -27,6 +27,8 @@ orientation maps, as many times as the episode ran them) in a tight loop, which 
 implementation of this work with these networks can go below on this device. The
 seed's figures on this machine (68.0 s with its YCB catalog, 214 s with 16 synthetic
 primitives, medians of 3) give `speedup_vs_seed_*`. --max-elapsed-sec makes it exit 1 above a limit.
+--profile adds one more episode under torch.profiler: `profile` in the record holds its
+wall time, the device's kernel time in it, the launches and the top operators.
 
 The record also carries the work's arithmetic: GFLOP per U-Net map and per manager
 candidate (torch's FLOP counter), the passes the episode ran, the rate a large matmul
@@ -60,7 +62,7 @@ from gpurl.envs.packing.features import (  # noqa: E402
     all_orientations,
     manager_maps,
 )
-from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
+from tools.common import emit, environment_record, gpurl_commit, profile_summary  # noqa: E402
 
 SEED_YCB_SEC = 68.0
 SEED_SYNTHETIC_SEC = 214.0
@@ -184,6 +186,27 @@ def gemm_gflops(device: torch.device, bf16: bool, n: int = 4096, reps: int = 5) 
     return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
 
 
+def profile_episode(env, agent, bootstrap: bool, device, top: int) -> dict:
+    """One episode under torch.profiler: where its time goes (kernels against launches
+    and host work)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        t0 = time.perf_counter()
+        episode(env, agent, bootstrap, device)
+        sync(device)
+        wall = time.perf_counter() - t0
+    summary = profile_summary(prof, 1, cuda, top)
+    busy = summary["device_kernel_s"]
+    return {
+        "profiled_wall_s": round(wall, 4),
+        "device_busy_fraction": None if busy is None else round(busy / wall, 4),
+        **summary,
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -214,6 +237,8 @@ def main(argv=None) -> int:
         "--gemm-size", type=int, default=4096, help="side of the matmul that measures the peak"
     )
     ap.add_argument("--max-elapsed-sec", type=float, default=None)
+    ap.add_argument("--profile", action="store_true", help="one more episode under torch.profiler")
+    ap.add_argument("--profile-top", type=int, default=12, help="operators listed per table")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -298,6 +323,8 @@ def main(argv=None) -> int:
         "commit": gpurl_commit(),
         **environment_record(device),
     }
+    if args.profile:
+        record["profile"] = profile_episode(env, agent, bootstrap, device, args.profile_top)
     emit(record)
     if args.max_elapsed_sec is not None and median > args.max_elapsed_sec:
         return 1

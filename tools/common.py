@@ -75,3 +75,51 @@ def training_batch(trainer):
     if LOG_PROB in td.keys():  # PQN acts with a Q-network: no log-prob
         td[LOG_PROB] = td[LOG_PROB] - 0.05  # the policy has moved a little since acting
     return td
+
+
+# host-side calls that each put work on the GPU (a CUDA graph's replay is one launch)
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+GRAPH_LAUNCHES = ("cudaGraphLaunch",)
+
+
+def device_self_us(event) -> float:
+    """An aggregated event's self time on the device, in us (the attribute's name moved
+    between torch versions)."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        if hasattr(event, name):
+            return float(getattr(event, name))
+    return 0.0
+
+
+def profile_summary(prof, iterations: int, cuda: bool, top: int) -> dict:
+    """A torch.profiler run of `iterations` repetitions in numbers: the host's self time,
+    the top operators by host (and, on CUDA, device) self time, the device's kernel time
+    and the kernel and CUDA-graph launches per repetition."""
+    events = prof.key_averages()
+    rows = [
+        {
+            "name": e.key,
+            "calls": int(e.count),
+            "self_host_ms": round(e.self_cpu_time_total / 1e3, 3),
+            "self_device_ms": round(device_self_us(e) / 1e3, 3) if cuda else None,
+        }
+        for e in events
+    ]
+    host_s = sum(e.self_cpu_time_total for e in events) / 1e6
+    out = {
+        "host_self_s": round(host_s, 4),
+        "top_host": sorted(rows, key=lambda r: -r["self_host_ms"])[:top],
+        "device_kernel_s": None,
+        "launches_per_iteration": None,
+        "graph_launches_per_iteration": None,
+        "top_device": None,
+    }
+    if cuda:
+        out["device_kernel_s"] = round(sum(device_self_us(e) for e in events) / 1e6, 4)
+        calls = {e.key: int(e.count) for e in events}
+        out["launches_per_iteration"] = sum(calls.get(k, 0) for k in LAUNCHES) / iterations
+        out["graph_launches_per_iteration"] = (
+            sum(calls.get(k, 0) for k in GRAPH_LAUNCHES) / iterations
+        )
+        out["top_device"] = sorted(rows, key=lambda r: -(r["self_device_ms"] or 0))[:top]
+    return out

@@ -28,11 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpurl.train import build, load_config  # noqa: E402
-from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
-
-# host-side calls that each put work on the GPU (a CUDA graph's replay is one launch)
-LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
-GRAPH_LAUNCHES = ("cudaGraphLaunch",)
+from tools.common import emit, environment_record, gpurl_commit, profile_summary  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -50,46 +46,6 @@ def warm_up(trainer, iterations: int) -> int:
     for _ in range(iterations):
         trainer.iteration()
     return made + iterations
-
-
-def device_self_us(event) -> float:
-    """An aggregated event's self time on the device, in us (the attribute's name moved
-    between torch versions)."""
-    for name in ("self_device_time_total", "self_cuda_time_total"):
-        if hasattr(event, name):
-            return float(getattr(event, name))
-    return 0.0
-
-
-def summarise(prof, iterations: int, cuda: bool, top: int) -> dict:
-    events = prof.key_averages()
-    rows = [
-        {
-            "name": e.key,
-            "calls": int(e.count),
-            "self_host_ms": round(e.self_cpu_time_total / 1e3, 3),
-            "self_device_ms": round(device_self_us(e) / 1e3, 3) if cuda else None,
-        }
-        for e in events
-    ]
-    host_s = sum(e.self_cpu_time_total for e in events) / 1e6
-    out = {
-        "host_self_s": round(host_s, 4),
-        "top_host": sorted(rows, key=lambda r: -r["self_host_ms"])[:top],
-        "device_kernel_s": None,
-        "launches_per_iteration": None,
-        "graph_launches_per_iteration": None,
-        "top_device": None,
-    }
-    if cuda:
-        out["device_kernel_s"] = round(sum(device_self_us(e) for e in events) / 1e6, 4)
-        calls = {e.key: int(e.count) for e in events}
-        out["launches_per_iteration"] = sum(calls.get(k, 0) for k in LAUNCHES) / iterations
-        out["graph_launches_per_iteration"] = (
-            sum(calls.get(k, 0) for k in GRAPH_LAUNCHES) / iterations
-        )
-        out["top_device"] = sorted(rows, key=lambda r: -(r["self_device_ms"] or 0))[:top]
-    return out
 
 
 def profile_preset(args) -> dict:
@@ -129,7 +85,7 @@ def profile_preset(args) -> dict:
             profiled_wall = time.perf_counter() - t0
         if args.trace:
             prof.export_chrome_trace(str(args.trace))
-    summary = summarise(prof, args.iterations, cuda, args.top)
+    summary = profile_summary(prof, args.iterations, cuda, args.top)
     busy = summary["device_kernel_s"]
     return {
         "tool": "profile_train",

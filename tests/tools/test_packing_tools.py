@@ -85,4 +85,10 @@ def test_bench_seed_packing_times_an_episode(capsys):
     assert record["config"]["epsilon"] == 0.9 and record["config"]["bootstrap"]
     assert record["elapsed_sec"] >= record["act_sec"] + record["env_sec"] > 0
     assert record["bootstrap_sec"] > 0 and record["unet_floor_sec"] > 0
-    assert bench_seed_packing.main([*args, "--max-elapsed-sec", "0"]) == 1
+    assert "profile" not in record
+    assert bench_seed_packing.main([*args, "--max-elapsed-sec", "0", "--profile"]) == 1
+    profiled = json.loads(capsys.readouterr().out.splitlines()[-1])["profile"]
+    assert profiled["profiled_wall_s"] > 0 and len(profiled["top_host"]) == 12
+    # the U-Net's and the manager's convolutions are among the operators timed
+    assert any("convolution" in row["name"] for row in profiled["top_host"])
+    assert profiled["device_kernel_s"] is None  # the CPU: no device columns
