@@ -106,12 +106,15 @@ if [[ $what == headline2 ]]; then
   # left, with GPU_CHECK_DEADLINE_S); the timeouts sum to 8.5 min
   # 1. VMAS navigation IPPO against BenchMARL, both on the device (the CPU ratio is
   # 1.15-1.37x; the goal 3x)
-  step 200 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
+  step 180 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
     --out "$OUT/peers" $(big "" "--frames 3200")
   # 2. the six MarineNav presets: updates/s and collected robot-steps/s per mode
-  step 150 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV" \
+  step 110 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV" \
     --num-envs $(big 1024 4)
-  # 3. PPO on pixels at 8,192 envs towards 0.9 held-out success, with its wall time
+  # 3. MarineNav's step as compile.env runs it (one graph for the ~560 eager kernels)
+  step 90 python3 tools/bench_marinenav.py --device "$DEV" --compile \
+    --num-envs $(big "1024 65536" "4") --steps $(big 200 5) --repeats $(big 3 1)
+  # 4. PPO on pixels at 8,192 envs towards 0.9 held-out success, with its wall time
   step 160 python3 tools/record_learning.py pixels_ppo --seeds 0 --out "$OUT/records" \
     --suffix _gpu8k -- device="$DEV" env.num_envs=$(big 8192 16) \
     trainer.total_frames=$(big 4194304 4096) trainer.eval_interval=$(big 524288 4096) \

@@ -9,6 +9,10 @@ Robot-steps count every robot slot of every env stepped (5 per env at the last
 curriculum stage), as the old simulator's figure does.
 
     python tools/bench_marinenav.py --num-envs 1 64 256 1024 --device cpu
+    python tools/bench_marinenav.py --num-envs 64 1024 --compile   # compile.env's step
+
+--compile times the step as compile.env runs it (MarineNavEnv.compile_step: the pure part
+through torch.compile); `warmup_s` then includes the compile.
 """
 
 from __future__ import annotations
@@ -37,10 +41,13 @@ def bench(
     warmup: int,
     continuous: bool,
     repeats: int,
+    compile: bool = False,
 ) -> dict:
     cls = MarineNavContinuousEnv if continuous else MarineNavEnv
     # stage 5: 5 robots, 4 obstacles
     env = cls(num_envs=num_envs, device=device, seed=0, stage=5)
+    if compile:
+        env.compile_step()
     env.lean_reset()
     gen = torch.Generator(device=device)
     gen.manual_seed(1)
@@ -50,9 +57,11 @@ def bench(
     else:
         actions = torch.randint(25, shape, generator=gen, device=device)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    begin = time.perf_counter()
     for t in range(warmup):
         env.lean_step(actions[t])
     sync()
+    warmup_s = time.perf_counter() - begin
     elapsed, cpu = float("inf"), float("inf")
     for rep in range(repeats):
         begin, cpu_begin = time.perf_counter(), time.process_time()
@@ -68,6 +77,8 @@ def bench(
         "obstacles": env.max_obstacles,
         "action": "continuous" if continuous else "discrete",
         "device": device,
+        "compiled": compile,
+        "warmup_s": round(warmup_s, 2),
         "steps": steps,
         "seconds": round(elapsed, 4),
         "env_steps_per_sec": round(num_envs * steps / elapsed, 1),
@@ -94,6 +105,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--continuous", action="store_true")
+    p.add_argument("--compile", action="store_true", help="the step as compile.env runs it")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     args = p.parse_args()
     if args.threads:
@@ -108,6 +120,7 @@ def main() -> None:
                     args.warmup,
                     args.continuous,
                     args.repeats,
+                    args.compile,
                 )
             ),
             flush=True,

@@ -96,10 +96,15 @@ def compile_policy(policy: ActingPolicy, spec: CompileSpec):
 
 
 def env_step(env, spec: CompileSpec):
-    """The lean step the collector calls: a native env's own, or compiled (compile.env);
-    None for other envs (TorchRL's collector steps them)."""
+    """The lean step the collector calls: a native env's own, or compiled (compile.env):
+    its LeanCore through Inductor, or, for an env that compiles its own step's pure part
+    (`compile_step`: MarineNav, whose resets draw from a scenario pool), that env's
+    lean_step after it did. None for other envs (TorchRL's collector steps them)."""
     if not spec.env:
         return env.lean_step if env.lean_path else None
+    if env.lean_path and hasattr(env, "compile_step") and env.lean_core() is None:
+        env.compile_step()
+        return env.lean_step
     from gpurl.envs.compile import compile_lean_step
 
     return compile_lean_step(env)

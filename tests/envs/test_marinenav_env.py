@@ -323,3 +323,42 @@ def test_no_host_reads_during_lean_step(device):
         env.lean_step(a)
     assert reads.count == 0, reads.report()
     assert env.pool_refreshes >= refreshes + 3
+
+
+@pytest.mark.slow  # two Inductor compiles of the step: ~45 s each on a 2-core CPU
+@pytest.mark.parametrize("noise", [True, False], ids=["noisy", "exact"])
+def test_compiled_step_follows_the_eager_env(noise):
+    # compile.env: the step's pure part compiled (MarineNavEnv.compile_step); the noise is
+    # drawn eagerly from the same generator, so trajectories agree through resets
+    def make():
+        cfg = {"name": "marinenav", "perception_noise": noise, "max_episode_steps": 30}
+        return make_env(cfg, num_envs=8, seed=3)
+
+    eager, compiled = make(), make()
+    compiled.compile_step()
+    eager.lean_reset(), compiled.lean_reset()
+    g = torch.Generator().manual_seed(0)
+    shape = eager.full_action_spec[eager.action_key].shape
+    resets = 0
+    for _ in range(70):  # over two episode limits: resets from the pool on both
+        action = torch.randint(0, 25, shape, generator=g)
+        (na, oa), (nb, ob) = eager.lean_step(action), compiled.lean_step(action)
+        assert torch.equal(na["done"], nb["done"])
+        assert torch.equal(na["agents", "terminated"], nb["agents", "terminated"])
+        torch.testing.assert_close(na["reward"], nb["reward"], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            oa["agents", "objects"], ob["agents", "objects"], rtol=1e-4, atol=1e-4
+        )
+        resets += int(na["done"].sum())
+    assert resets > 0
+
+
+def test_compile_env_compiles_marinenavs_own_step(tmp_path):
+    from gpurl.train import build, load_config
+
+    cfg = load_config(["experiment=marinenav_iqn", "compile.env=true", "env.num_envs=4"])
+    trainer = build(cfg, str(tmp_path))
+    env = trainer.env
+    assert trainer.step == env.lean_step  # the collector steps the env itself...
+    # ...whose pure part is torch.compile's (compiled on its first call)
+    assert hasattr(env._advance_core, "_torchdynamo_orig_callable")

@@ -43,10 +43,18 @@ NUM_DISCRETE_ACTIONS = len(RATE_LEVELS) ** 2
 CONTINUOUS_RATE_SCALE = 1000.0
 
 
-@functools.cache
 def constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
     """A float32 tensor of `values` on `device`, made once: building it from Python
-    numbers on every step is a host-to-device copy, a sync on CUDA (docs/concepts.md rule 1)."""
+    numbers on every step is a host-to-device copy, a sync on CUDA (docs/concepts.md rule 1).
+    Under torch.compile (compile.env) it is a constant of the graph instead (Dynamo
+    cannot trace the cache)."""
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=torch.float32, device=device)
+    return _cached_constant(values, device)
+
+
+@functools.cache
+def _cached_constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float32, device=device)
 
 

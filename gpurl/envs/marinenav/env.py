@@ -405,6 +405,18 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         return dyn.discrete_rates(action.reshape(self.num_envs, self.max_robots))
 
     def _advance(self, action: torch.Tensor) -> StepResult:
+        # the perception noise is drawn here, eagerly, from the env's generator (the same
+        # draws, in the same order, as before it was split off); the rest is one pure
+        # function of tensors that compile.env compiles (compile_step)
+        return self._advance_core(action, self._perception_noise(self.num_envs))
+
+    def compile_step(self) -> None:
+        """compile.env: the step's pure part (dynamics, collisions, perception, reward)
+        through torch.compile, one graph of fixed shapes; resets and scenario draws stay
+        eager. MarineNav has no LeanCore (its resets draw from a pool of scenarios)."""
+        self._advance_core = torch.compile(self._advance_core, dynamic=False, fullgraph=True)
+
+    def _advance_core(self, action: torch.Tensor, noise: dict | None) -> StepResult:
         s = self.env_state
         moving = running_robots(s)
         rates = self._rates(action)
@@ -450,7 +462,7 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
             energy=s.energy + moving * ((tl.abs() + tr.abs()) * dyn.ACTION_TIME),
         )
 
-        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state(s, offsets)
+        entries, (planes, plane_mask, ego_u, ego_v) = self._observe_state(s, noise, offsets)
         # on the objects-first planes: contiguous operands, the ego [B, R] broadcasts
         colregs = colregs_planes(*planes, plane_mask, ego_u, ego_v, rr)
         reward = step_reward(dist_before, dist_after, colregs, collided_now, arrived_now, moving)
@@ -487,12 +499,13 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         obstacle_valid: torch.Tensor,
         core: torch.Tensor,
         core_gamma: torch.Tensor,
+        noise: dict[str, torch.Tensor] | None,
         offsets: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[dict[str, torch.Tensor], tuple]:
         """Observation entries for any batch of states [n, R] (the envs, or pool scenarios),
         and what the COLREGs term reads: perception's objects-first planes ((p_x, p_y,
-        v_x, v_y, r_hat), mask) and the ego's ground velocity (u, v) in its own frame."""
-        n = x.shape[0]
+        v_x, v_y, r_hat), mask) and the ego's ground velocity (u, v) in its own frame.
+        `noise`: the perception noise of these n states (_perception_noise), or None."""
         c, s = torch.cos(yaw), torch.sin(yaw)
         if self.num_cores > 0:
             cx, cy = rankine_velocity(x, y, core, core_gamma)
@@ -511,16 +524,6 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         )
         # stacked first, then transposed in one copy: ~2x cheaper than stack(dim=-1) on CPU
         self_state = torch.stack(features).permute(1, 2, 0).contiguous()
-        noise = None
-        if self.perception_noise:
-            shape = (self.max_robots + self.max_obstacles, n, self.max_robots)
-            noise = {
-                "pos": torch.randn((2, *shape), generator=self.rng, device=self.device),
-                "vel": torch.randn(
-                    (2, MAX_OBJECTS, n, self.max_robots), generator=self.rng, device=self.device
-                ),
-                "ang": sample_from_table(self._vonmises, shape, self.rng),
-            }
         planes, plane_mask = perceive_planes(
             x,
             y,
@@ -545,12 +548,27 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         }
         return entries, (planes, plane_mask, ego_u, ego_v)
 
-    def _observation(self) -> dict:
-        return {"agents": self._observe_state(self.env_state)[0]}
+    def _perception_noise(self, n: int) -> dict[str, torch.Tensor] | None:
+        """The perception noise of n states, from the env's generator (None without
+        env.perception_noise)."""
+        if not self.perception_noise:
+            return None
+        shape = (self.max_robots + self.max_obstacles, n, self.max_robots)
+        return {
+            "pos": torch.randn((2, *shape), generator=self.rng, device=self.device),
+            "vel": torch.randn(
+                (2, MAX_OBJECTS, n, self.max_robots), generator=self.rng, device=self.device
+            ),
+            "ang": sample_from_table(self._vonmises, shape, self.rng),
+        }
 
-    def _observe_state(self, s: MarineNavState, offsets=None) -> tuple[dict, tuple]:
-        """Observation entries of state `s`, and what COLREGs reads; `offsets` are
-        object_offsets of its positions, if already computed."""
+    def _observation(self) -> dict:
+        noise = self._perception_noise(self.num_envs)
+        return {"agents": self._observe_state(self.env_state, noise)[0]}
+
+    def _observe_state(self, s: MarineNavState, noise, offsets=None) -> tuple[dict, tuple]:
+        """Observation entries of state `s` under perception `noise`, and what COLREGs
+        reads; `offsets` are object_offsets of its positions, if already computed."""
         return self._observe(
             s.x,
             s.y,
@@ -567,12 +585,14 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
             s.obstacle_valid,
             s.core,
             s.core_gamma,
+            noise,
             offsets,
         )
 
     def _initial_observation(self, sc: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """What a robot perceives at the start of scenario(s) `sc` (at rest, thrust 0)."""
         z = torch.zeros_like(sc["yaw"])
+        noise = self._perception_noise(sc["yaw"].shape[0])
         entries, _ = self._observe(
             sc["start"][..., 0],
             sc["start"][..., 1],
@@ -589,6 +609,7 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
             sc["obstacle_valid"],
             sc["core"],
             sc["core_gamma"],
+            noise,
         )
         return entries
 
