@@ -403,8 +403,9 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     on_policy = issubclass(agent_class(load_config(AGENT_CASES[agent]).agent), OnPolicyAgent)
     # a preset's networks and batch size
     preset = agent.startswith(("marinenav_", "packing_"))
-    # MarineNav's and packing's steps have no pure core for compile_lean_step, and the packing
-    # policy is not a PolicyWrapper for compile.policy: compile (or graph) what they have
+    # The env stays eager for the presets: packing's step has nothing to compile, and
+    # MarineNav's compiled step (tools/bench_marinenav.py --compile times it) would add its
+    # compile to every case; the packing policy is not a PolicyWrapper for compile.policy
     keep_eager = ["compile.env=false"] + (["compile.policy=false"] if "packing" in agent else [])
     compile_overrides = AGENT_MODES[mode] + (keep_eager if preset and AGENT_MODES[mode] else [])
     overrides = [
