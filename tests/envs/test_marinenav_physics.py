@@ -291,3 +291,21 @@ def test_dynamics_and_perception_agree_on_cpu_and_cuda():
     o_gpu, m_gpu = perceive(*scene_gpu[:7], dyn.ROBOT_RADIUS, *scene_gpu[7:], None)
     assert torch.equal(m_cpu, m_gpu.cpu())
     assert torch.allclose(o_cpu, o_gpu.cpu(), atol=1e-5)
+
+
+@pytest.mark.parametrize("cores", [0, 3])
+def test_elementwise_substeps_are_the_stacked_ones(cores):
+    # compile.env integrates with the elementwise form (Inductor fuses it into one loop);
+    # eager runs the stacked in-place form: the same equations, to float rounding
+    g = torch.Generator().manual_seed(0)
+    scales = (50, 50, 3, 2, 2, 0.5, 500, 500)
+    args = [torch.randn(16, 5, generator=g) * s for s in scales]
+    current = None
+    if cores:
+        centres = torch.rand(16, cores, 2, generator=g) * 50
+        gamma = torch.randn(16, cores, generator=g) * 5
+        current = lambda x, y: rankine_velocity(x, y, centres, gamma)  # noqa: E731
+    stacked = dyn.fossen_substeps(*args, current)
+    elementwise = dyn._fossen_elementwise(*args, current, dyn.SUBSTEPS, dyn.DT)
+    for a, b in zip(stacked, elementwise, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-4)
