@@ -291,6 +291,13 @@ class NativeEnv(EnvHooks, EnvBase):
         """
         return None
 
+    def compile_step(self) -> bool:
+        """compile.env for an env with no lean_core: compile the pure part of its own step
+        in place (its lean_step then runs it) and return True; False (the default) where
+        it has nothing to compile. MarineNav's resets draw from a scenario pool, so it
+        compiles its step's physics, perception and reward this way."""
+        return False
+
     # -- lean face ------------------------------------------------------------------------
     def lean_reset(self) -> TensorDict:
         """Reset every env; return the observation to act on."""

@@ -102,9 +102,9 @@ def env_step(env, spec: CompileSpec):
     lean_step after it did. None for other envs (TorchRL's collector steps them)."""
     if not spec.env:
         return env.lean_step if env.lean_path else None
-    if env.lean_path and hasattr(env, "compile_step") and env.lean_core() is None:
-        env.compile_step()
-        return env.lean_step
+    from gpurl.envs.base import NativeEnv
     from gpurl.envs.compile import compile_lean_step
 
+    if isinstance(env, NativeEnv) and env.lean_core() is None and env.compile_step():
+        return env.lean_step
     return compile_lean_step(env)

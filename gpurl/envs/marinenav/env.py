@@ -410,11 +410,12 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         # function of tensors that compile.env compiles (compile_step)
         return self._advance_core(action, self._perception_noise(self.num_envs))
 
-    def compile_step(self) -> None:
+    def compile_step(self) -> bool:
         """compile.env: the step's pure part (dynamics, collisions, perception, reward)
         through torch.compile, one graph of fixed shapes; resets and scenario draws stay
         eager. MarineNav has no LeanCore (its resets draw from a pool of scenarios)."""
         self._advance_core = torch.compile(self._advance_core, dynamic=False, fullgraph=True)
+        return True
 
     def _advance_core(self, action: torch.Tensor, noise: dict | None) -> StepResult:
         s = self.env_state
