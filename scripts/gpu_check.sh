@@ -68,7 +68,8 @@ step() {
   echo "== ($limit s) $*" | tee -a "$H"; timeout "$limit" "$@" 2>>"$H" | tee -a "$B"
 }
 if [[ $what == headline ]]; then
-  # what issue 46 still lacks, most lacking first; the timeouts sum to 8.5 min
+  # what issue 46 still lacks, most lacking first; the timeouts sum to 9 min (a call of
+  # 570 s with GPU_CHECK_DEADLINE_S=540 keeps it inside)
   # 1. the CUDA tests and the sync-debug runs of every agent
   timeout "$(left 120)" python3 -m pytest -q -p no:cacheprovider -p no:logging -n 4 \
     --durations=8 -k "cuda or sync or cudagraph" tests 2>&1 | tee "$OUT/tests_cuda.log" | tail -25
@@ -76,7 +77,7 @@ if [[ $what == headline ]]; then
   # where the time goes (kernel time against the wall, launches an iteration)
   for n in $(big "1024 8192" "4"); do
     for preset in marinenav_iqn marinenav_acqin; do
-      step 50 python3 tools/profile_train.py "$preset" --device "$DEV" \
+      step 45 python3 tools/profile_train.py "$preset" --device "$DEV" \
         --iterations $(big 5 2) --warmup 2 --set env.num_envs="$n" \
         $(big compile.cudagraphs=true trainer.init_random_frames=16)
     done
@@ -87,23 +88,23 @@ if [[ $what == headline ]]; then
     step 40 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" --iterations $(big 10 2) \
       --warmup 2 ${graphs:+--set $graphs}
   done
-  # 4. recurrent PPO against feedforward (issue 42) at 1,024 envs
-  for core in "" "agent.recurrent=null agent.critic_recurrent=false"; do
-    step 30 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
+  # 4. recurrent PPO against feedforward (issue 42) at 1,024 envs; then the recurrent
+  # update through torch.compile with Inductor's CUDA graphs (recurrent agents refuse
+  # compile.cudagraphs, which would capture their acting too)
+  for core in "" "agent.recurrent=null agent.critic_recurrent=false" \
+    "compile.update=true $(big compile.mode=reduce-overhead "")"; do
+    step 40 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
       --num-envs $(big 1024 8) --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
       ${core:+--set $core}
   done
   # 5. where the packing episode's time goes (0.86 s against the 0.5 s goal)
   step 40 python3 tools/bench_seed_packing.py --device "$DEV" --bf16 --repeats 1 --profile \
     $(big "" "--small --resolution 32 --kernel eager --gemm-size 256")
-  # 6. MinAtar Space Invaders, the game the last lease did not reach
-  step 20 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" --games space_invaders \
-    --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
   echo "headline: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == headline2 ]]; then
   # the rest of issue 46's list, for a second call (or the minutes a warm machine has
-  # left, with GPU_CHECK_DEADLINE_S); the timeouts sum to 8.5 min
+  # left, with GPU_CHECK_DEADLINE_S); the timeouts sum to 9 min
   # 1. VMAS navigation IPPO against BenchMARL, both on the device (the CPU ratio is
   # 1.15-1.37x; the goal 3x)
   step 180 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
