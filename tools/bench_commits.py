@@ -29,6 +29,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.common import pythonpath  # noqa: E402
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -54,10 +57,7 @@ def remove(worktree: Path) -> None:
 
 
 def run_tool(worktree: Path, tool: list[str]) -> list[dict]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(worktree), os.environ.get("PYTHONPATH")])),
-    }
+    env = {**os.environ, "PYTHONPATH": pythonpath(worktree)}
     out = subprocess.run(
         [sys.executable, *tool], cwd=worktree, env=env, capture_output=True, text=True
     )

@@ -32,14 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tools.bench_commits import checkout, remove, resolve  # noqa: E402
+from tools.common import pythonpath  # noqa: E402
 
 
 def run_once(tree: Path, seed: int, overrides: list[str], run_dir: Path) -> dict:
     """One training run from `tree`: its process time and its summary's figures."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])),
-    }
+    env = {**os.environ, "PYTHONPATH": pythonpath(tree)}
     command = [sys.executable, "-m", "gpurl.train", f"seed={seed}", *overrides]
     command += ["trainer.progress=false", f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
