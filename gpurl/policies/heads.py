@@ -114,17 +114,16 @@ class TanhGaussianActor(nn.Module):
         encoder: nn.Module,
         action_dim: int,
         hidden: Sequence[int] = (256, 256),
-        log_std_bounds: tuple[float, float] | None = None,
         log_std: str = "squash",
     ):
         super().__init__()
-        if log_std not in ("squash", "clamp"):
+        bounds = {"squash": (-5.0, 2.0), "clamp": (-20.0, 2.0)}
+        if log_std not in bounds:
             raise ValueError(f"log_std must be squash or clamp, got {log_std!r}")
         self.encoder = encoder
         self.net = mlp(encoder.out_features, 2 * action_dim, hidden)
         self.squash = log_std == "squash"
-        default = (-5.0, 2.0) if self.squash else (-20.0, 2.0)
-        self.log_std_min, self.log_std_max = log_std_bounds or default
+        self.log_std_min, self.log_std_max = bounds[log_std]
 
     def _mean_log_std(self, obs):
         mean, log_std = self.net(self.encoder(obs)).chunk(2, dim=-1)
