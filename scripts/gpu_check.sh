@@ -112,7 +112,7 @@ if [[ $what == headline2 ]]; then
   # 2. the six MarineNav presets: updates/s and collected robot-steps/s per mode
   step 110 python3 tools/bench_compile.py --what agents --agents marinenav --device "$DEV" \
     --num-envs $(big 1024 4)
-  # 3. MarineNav's step as compile.env runs it (one graph for the ~560 eager kernels)
+  # 3. MarineNav's step as compile.env runs it (one graph for hundreds of eager kernels)
   step 90 python3 tools/bench_marinenav.py --device "$DEV" --compile \
     --num-envs $(big "1024 65536" "4") --steps $(big 200 5) --repeats $(big 3 1)
   # 4. PPO on pixels at 8,192 envs towards 0.9 held-out success, with its wall time
