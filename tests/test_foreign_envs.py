@@ -330,3 +330,20 @@ def test_gym_copies_step_without_a_render_mode_and_draw_once_asked():
     assert frames.shape[0] == 2 and frames.shape[-1] == 3 and frames.dtype == torch.uint8
     assert all(copy.unwrapped.render_mode == "rgb_array" for copy in env.vector.envs)
     assert frames.float().std() > 0  # a picture, not a blank
+
+
+def test_gym_copies_of_neighbouring_seeds_share_no_start_state():
+    """Gymnasium seeds vector copy i with first + i: with the run's seed as `first`,
+    seed 1's first copy was seed 0's second, and five seeds' ten evaluation copies
+    replayed nearly the same start states. Each run's copies start from its own draws;
+    the same seed starts alike."""
+    pytest.importorskip("gymnasium")
+    from gpurl.envs.gym import make_gym_env
+
+    def starts(seed):
+        env = make_gym_env("Pendulum-v1", 10, seed=seed)
+        return [tuple(row) for row in env.lean_reset().get("observation").tolist()]
+
+    by_seed = {seed: starts(seed) for seed in (10_000, 10_001, 10_002)}
+    assert starts(10_000) == by_seed[10_000]
+    assert len(set().union(*by_seed.values())) == 30

@@ -124,7 +124,8 @@ def make_dmc_env(
     max_episode_steps: int | None = None,
 ) -> ForeignEnv:
     """The `_target_` of configs/env/dmc.yaml: `num_envs` copies of a suite task (SerialEnv,
-    on the CPU), seeded seed, seed + 1, ...; observations moved to `device`."""
+    on the CPU), each copy seeded from the last by TorchRL's seed generator (a hash, so
+    neighbouring run seeds share no copy); observations moved to `device`."""
     suite = import_suite()
     if (domain, task) not in suite.ALL_TASKS:
         tasks = ", ".join(f"{d}-{t}" for d, t in suite.BENCHMARKING[:6])

@@ -43,7 +43,7 @@ from torchrl.envs import DeviceCastTransform, EnvBase
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
 from gpurl.envs.config import ForeignEnvConfig
-from gpurl.envs.foreign import ForeignEnv
+from gpurl.envs.foreign import ForeignEnv, first_copy_seed
 from gpurl.errors import ConfigError
 
 MISSING = "env=envpool needs envpool (Linux, x86_64 or aarch64): pip install -e '.[envpool]'"
@@ -94,7 +94,7 @@ class EnvPoolAtari(EnvBase):
         self.pool = envpool.make_gymnasium(
             game,
             num_envs=n,
-            seed=int(seed),
+            seed=first_copy_seed(seed),  # game i seeded first + i: no run shares a game's seed
             episodic_life=bool(episodic_life),
             reward_clip=bool(reward_clip),
             noop_max=int(noop_max),

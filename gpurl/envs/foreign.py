@@ -35,6 +35,7 @@ import functools
 import inspect
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import DeviceCastTransform, EnvBase, SerialEnv, Transform, TransformedEnv
@@ -45,6 +46,16 @@ from gpurl.core.targets import resolve_target
 from gpurl.envs.config import COLLECTORS, AnyEnvConfig
 from gpurl.envs.hooks import EnvHooks
 from gpurl.errors import ConfigError
+
+
+def first_copy_seed(seed: int) -> int:
+    """The seed of a vector env's first copy for a run of `seed`, where the library seeds
+    copy i with first + i (Gymnasium's vector reset, envpool): a number drawn from
+    `seed` by numpy's SeedSequence (30 bits, so first + i stays a 32-bit int). Handing
+    such a library the run's seed itself makes neighbouring seeds share copies (seed
+    1's first copy is seed 0's second), and five seeds' ten evaluation copies would
+    replay nearly the same start states."""
+    return int(np.random.SeedSequence(int(seed)).generate_state(1)[0] >> 2)
 
 
 def first_episode_returns(rollout: TensorDict) -> torch.Tensor:

@@ -30,7 +30,7 @@ from torchrl.envs import DeviceCastTransform, GymWrapper
 from gpurl.core.config import declare, key
 from gpurl.core.registry import register
 from gpurl.envs.config import EnvConfig, collector_key
-from gpurl.envs.foreign import ForeignEnv
+from gpurl.envs.foreign import ForeignEnv, first_copy_seed
 from gpurl.errors import ConfigError
 
 
@@ -209,6 +209,10 @@ def make_gym_env(
     )
     env = CPUGymWrapper(vector, categorical_action_encoding=True, device="cpu")
     env.set_seed(seed)
+    # copy i starts from first + i: a first copy drawn from the seed, so that no two
+    # runs' copies share a seed (foreign.first_copy_seed)
+    first = first_copy_seed(seed)
+    vector.reset(seed=[first + i for i in range(int(num_envs))])
     # The simulator is on the CPU: the env stays there and, on another device, a
     # transform moves observations and rewards to the device and actions back.
     cast = DeviceCastTransform(device, "cpu") if torch.device(device).type != "cpu" else None
