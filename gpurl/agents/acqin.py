@@ -243,13 +243,13 @@ class ACIQNAgent(OffPolicyAgent):
         taus = self._taus(batch, int(cfg.quantiles))
         z = self.critic(batch, action, taus)
         elementwise = quantile_huber_loss(z, target, taus, float(cfg.kappa))
-        critic_loss = weighted_mean(elementwise, batch)
+        critic_loss = weighted_mean(elementwise, batch, self.uniform_sample)
         clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
         # The actor maximises CVaR_alpha of the return (alpha = agent.actor_cvar): the mean
         # over fractions drawn from (0, alpha), the lower tail; alpha = 1 is the mean.
         actor_taus = self._taus(batch, int(cfg.quantiles)) * float(cfg.get("actor_cvar", 1.0))
         z_actor = self.critic(batch, self.actor(batch), actor_taus)
-        actor_loss = -weighted_mean(z_actor.mean(-1), batch)
+        actor_loss = -weighted_mean(z_actor.mean(-1), batch, self.uniform_sample)
         clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)

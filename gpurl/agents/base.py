@@ -332,6 +332,9 @@ class OffPolicyAgent(Agent):
     ):
         super().__init__(cfg, info, progress, compile)
         self.random_frames = int(random_frames)
+        #: every sample's weight and valid entries are 1 (a uniform replay of an env
+        #: whose every slot is a sample): losses take plain means (core/replay.weighted_mean)
+        self.uniform_sample = not self.cfg.get("prioritized") and info.valid_key is None
 
     def replay_spec(self) -> ReplaySpec:
         """The replay the agent config asks for (agent.n_step, agent.prioritized...)."""

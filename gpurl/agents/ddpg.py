@@ -121,7 +121,7 @@ class DDPGAgent(OffPolicyAgent):
         q = self._critic_values(self.critic, batch, action)
         loss_fn = F.smooth_l1_loss if cfg.get("critic_loss") == "huber" else F.mse_loss
         elementwise = loss_fn(q, target.expand_as(q), reduction="none").sum(0)
-        critic_loss = weighted_mean(elementwise, batch)
+        critic_loss = weighted_mean(elementwise, batch, self.uniform_sample)
         clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
         metrics = scalars(critic_loss=critic_loss.detach(), q=q.detach().mean())
         if cfg.prioritized:  # the replay's new priorities: the first critic's |TD error|
@@ -131,7 +131,9 @@ class DDPGAgent(OffPolicyAgent):
     def actor_step(self, batch: TensorDict) -> TensorDict:
         """The actor's gradient step and both Polyak target steps (delayed in TD3)."""
         cfg = self.cfg
-        actor_loss = -weighted_mean(self.critic[0](batch, self.actor(batch)), batch)
+        actor_loss = -weighted_mean(
+            self.critic[0](batch, self.actor(batch)), batch, self.uniform_sample
+        )
         clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
         self.targets.polyak(cfg.tau)
         return scalars(actor_loss=actor_loss.detach())

@@ -267,7 +267,7 @@ class DQNAgent(OffPolicyAgent):
             elementwise = F.smooth_l1_loss(q, target, reduction="none")
         else:
             elementwise = F.mse_loss(q, target, reduction="none")
-        loss = weighted_mean(elementwise, batch)
+        loss = weighted_mean(elementwise, batch, self.uniform_sample)
         clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)

@@ -504,7 +504,9 @@ class HRLDQNAgent(OffPolicyAgent):
         pid = pool_c.gather(1, slot[:, None]).squeeze(1)
         q_w = worker_q_at(self.worker, geom, hm, pid, ori, ix, iy).float()
         t_m, t_w = t_m.float(), t_w.float()
-        loss_w = weighted_mean(F.smooth_l1_loss(q_w, t_w, reduction="none"), batch)
+        loss_w = weighted_mean(
+            F.smooth_l1_loss(q_w, t_w, reduction="none"), batch, self.uniform_sample
+        )
         clip_and_step(self.worker_optimizer, loss_w, self.cfg.max_grad_norm)
         # the manager's loss reads the taken slot's Q alone: only that candidate's maps go
         # through the ResNet (its GroupNorm is per map, so no other candidate moves it)
@@ -512,7 +514,9 @@ class HRLDQNAgent(OffPolicyAgent):
             self.manager, geom, hm, pid[:, None], _at(batch["candidate_features"], slot), 1
         )
         q_m = q_m[:, 0].float()
-        loss_m = weighted_mean(F.smooth_l1_loss(q_m, t_m, reduction="none"), batch)
+        loss_m = weighted_mean(
+            F.smooth_l1_loss(q_m, t_m, reduction="none"), batch, self.uniform_sample
+        )
         clip_and_step(self.manager_optimizer, loss_m, self.cfg.max_grad_norm)
         return scalars(
             loss_worker=loss_w.detach(),

@@ -211,7 +211,7 @@ class IQNAgent(OffPolicyAgent):
         action = batch["action"].long()[..., None, None].expand(*z.shape[:-1], 1)
         z_taken = z.gather(-1, action).squeeze(-1)  # [B, N]
         elementwise = quantile_huber_loss(z_taken, target, taus, float(cfg.kappa))
-        loss = weighted_mean(elementwise, batch)
+        loss = weighted_mean(elementwise, batch, self.uniform_sample)
         clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)

@@ -448,21 +448,22 @@ class PPOAgent(OnPolicyAgent):
             value, batch[VALUE], batch["value_target"], self.value_clip, weight
         )
         coef = self.entropy_coef
+        mean_entropy = masked_mean(entropy, weight)
         if isinstance(coef, float):
-            bonus = coef * masked_mean(entropy, weight)
+            bonus = coef * mean_entropy
         else:
             bonus = masked_mean(self.runs.per_row(coef, entropy) * entropy, weight)
-        entropy = masked_mean(entropy, weight)
         loss = policy_loss + cfg.value_coef * value_loss - bonus
         clip_and_step(self.optimizer, loss, _optional(cfg.max_grad_norm))
         with torch.no_grad():
-            approx_kl = masked_mean((ratio - 1) - log_ratio, weight)
+            ratio_change = ratio - 1
+            approx_kl = masked_mean(ratio_change - log_ratio, weight)
             clip = math.inf if self.clip is None else self.clip
-            clipped = masked_mean(((ratio - 1).abs() > clip).float(), weight)
+            clipped = masked_mean((ratio_change.abs() > clip).float(), weight)
         return scalars(
             policy_loss=policy_loss.detach(),
             value_loss=value_loss.detach(),
-            entropy=entropy.detach(),
+            entropy=mean_entropy.detach(),
             approx_kl=approx_kl,
             clip_fraction=clipped,
             lr=self.lr.mean(),

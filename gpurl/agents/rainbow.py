@@ -155,7 +155,7 @@ class RainbowAgent(DQNAgent):
         )
         log_p = logits.gather(-2, action).squeeze(-2).log_softmax(-1)  # [B, atoms]
         elementwise = -(target * log_p).sum(-1)
-        loss = weighted_mean(elementwise, batch)
+        loss = weighted_mean(elementwise, batch, self.uniform_sample)
         clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
         if cfg.target_update != "hard":
             self.targets.polyak(cfg.tau)

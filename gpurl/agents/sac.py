@@ -28,10 +28,12 @@ from gpurl.core.replay import weighted_mean
 from gpurl.policies import Critic, PolicyWrapper, TanhGaussianActor, make_encoder, make_exploration
 
 
-def temperature_loss(log_alpha, logp, target_entropy: float, batch) -> torch.Tensor:
+def temperature_loss(
+    log_alpha, logp, target_entropy: float, batch, uniform: bool = False
+) -> torch.Tensor:
     """-log_alpha (log pi + H_target): descending it raises alpha while the policy's
-    entropy -log pi is below the target and lowers it above."""
-    return -weighted_mean(log_alpha * (logp + target_entropy), batch)
+    entropy -log pi is below the target and lowers it above (`uniform`: weighted_mean's)."""
+    return -weighted_mean(log_alpha * (logp + target_entropy), batch, uniform)
 
 
 @declare(name="sac")
@@ -126,16 +128,18 @@ class SACAgent(OffPolicyAgent):
             target = batch["reward"] + batch["discount"] * soft_value
         q = torch.stack([c(batch, action) for c in self.critic])
         elementwise = F.mse_loss(q, target.expand_as(q), reduction="none").sum(0)
-        critic_loss = weighted_mean(elementwise, batch)
+        critic_loss = weighted_mean(elementwise, batch, self.uniform_sample)
         clip_and_step(self.critic_optimizer, critic_loss, cfg.max_grad_norm)
 
         new_action, logp = self.actor.sample(batch)
         q_new = torch.stack([c(batch, new_action) for c in self.critic]).min(0).values
-        actor_loss = weighted_mean(alpha * logp - q_new, batch)
+        actor_loss = weighted_mean(alpha * logp - q_new, batch, self.uniform_sample)
         clip_and_step(self.actor_optimizer, actor_loss, cfg.max_grad_norm)
 
         log_alpha = self.runs.per_row(self.log_alpha, logp)
-        alpha_loss = temperature_loss(log_alpha, logp.detach(), self.target_entropy, batch)
+        alpha_loss = temperature_loss(
+            log_alpha, logp.detach(), self.target_entropy, batch, self.uniform_sample
+        )
         clip_and_step(self.alpha_optimizer, alpha_loss, None)
 
         self.targets.polyak(cfg.tau)

@@ -66,6 +66,8 @@ class QNetwork(nn.Module):
         return self.value(x).unsqueeze(-2) + adv - adv.mean(-2, keepdim=True)
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
+        if self.support is None and self.value is None:  # the Q-values: no atom axis
+            return self.advantage(self.trunk(self.encoder(obs)))
         out = self.logits(obs)
         if self.support is None:
             return out.squeeze(-1)
@@ -228,8 +230,8 @@ class ClippedGaussianActor(nn.Module):
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         return self.net(self.encoder(obs)).clamp(-1.0, 1.0)
 
-    def _log_prob(self, mean, action):
-        log_std = self.log_std(mean)
+    def _log_prob(self, mean, action, log_std=None):
+        log_std = self.log_std(mean) if log_std is None else log_std
         std = log_std.exp()
         z = (action - mean) / std
         inside = -0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)
@@ -248,9 +250,10 @@ class ClippedGaussianActor(nn.Module):
 
     def evaluate(self, obs: TensorDictBase, action: torch.Tensor):
         mean = self.net(self.encoder(obs))
+        log_std = self.log_std(mean)
         # the unclipped Gaussian's entropy: a smooth bonus that ignores the clipping
-        entropy = (self.log_std(mean) + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
-        return self._log_prob(mean, action), entropy
+        entropy = (log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+        return self._log_prob(mean, action, log_std), entropy
 
     def log_prob(self, obs: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
         return self.evaluate(obs, action)[0]

@@ -243,6 +243,12 @@ class VectorEncoder(nn.Module):
         self.scale = feature_scale(scale)
         self.norm = RunningNorm(d) if normalize else None
 
+    def is_identity(self, dtype: torch.dtype) -> bool:
+        """Whether it hands an entry of `dtype` on unchanged: a float32 vector, with no
+        scale, statistics or embedding."""
+        plain = self.scale is None and self.norm is None and self.embed is None
+        return plain and self.ndim == 1 and dtype == torch.float32
+
     def flat(self, obs: torch.Tensor) -> torch.Tensor:
         """The entry as float features [..., d], divided by its scale."""
         x = obs.unsqueeze(-1) if self.ndim == 0 else obs.flatten(obs.dim() - self.ndim)
@@ -336,6 +342,12 @@ class SpecEncoder(nn.Module):
                 parts.append(VectorEncoder(shape, embed, scale, normalize))
         self.parts = nn.ModuleList(parts)
         self.out_features = sum(p.out_features for p in parts)
+        # the one entry, where it is all the features unchanged: read as is (no part
+        # loop and no part call: a small network's update pays for those three times)
+        self.plain = None
+        if len(parts) == 1 and isinstance(parts[0], VectorEncoder) and self.mask_keys[0] is None:
+            dtype = info.obs_specs[self.keys[0]].dtype
+            self.plain = self.keys[0] if parts[0].is_identity(dtype) else None
         # (entry, its normaliser) of every standardised vector entry
         self.norms = [
             (entry, part)
@@ -351,6 +363,8 @@ class SpecEncoder(nn.Module):
             part.norm.update(part.flat(td.get(entry)))
 
     def forward(self, td: TensorDictBase) -> torch.Tensor:
+        if self.plain is not None:
+            return td.get(self.plain)
         feats = []
         for entry, mask_key, part in zip(self.keys, self.mask_keys, self.parts, strict=True):
             if mask_key is not None and isinstance(part, ObjectListEncoder):
