@@ -153,6 +153,34 @@ def test_replay_keeps_each_robot_its_own_stream_and_masks_stopped_robots():
     assert weighted_mean(loss, s).item() == pytest.approx(1.0)  # a mean over valid slots
 
 
+@pytest.mark.parametrize(
+    "overrides, uniform",
+    [
+        (["agent=dqn"], True),
+        (["agent=dqn", "agent.prioritized=true"], False),
+        (["env=pendulum", "agent=sac"], True),
+        (["env=marinenav", "agent=iqn", "env.num_envs=2"], False),  # stopped robots
+    ],
+)
+def test_uniform_samples_take_the_plain_mean_and_it_is_the_weighted_one(
+    tmp_path, overrides, uniform
+):
+    """Where every weight and valid entry of a sample is 1 (a uniform replay of an env
+    whose every slot is a sample) an agent's losses take loss.mean(): the weighted mean's
+    value, without its ops. Prioritized replay and masked robots keep the weighted mean."""
+    trainer = build(load_config([*overrides, "logger=none", "trainer.progress=false"]), tmp_path)
+    agent = trainer.agent
+    assert agent.uniform_sample is uniform
+    if not uniform:
+        return
+    while trainer.frames <= int(trainer.cfg.init_random_frames):
+        trainer.iteration()
+    sample = trainer.buffer.sample(trainer.progress)
+    assert (sample["weight"] == 1).all() and (sample["valid"] == 1).all()
+    loss = torch.rand(sample.shape[0])
+    torch.testing.assert_close(weighted_mean(loss, sample, True), weighted_mean(loss, sample))
+
+
 def test_td3_target_smoothing_is_clipped_and_kept_in_bounds():
     cfg = load_config(
         [

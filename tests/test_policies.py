@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -376,3 +377,21 @@ def test_minatar_cnn_is_one_layer_of_16_3x3_filters_on_10x10_grids():
     assert enc.fc[0].in_features == 16 * 8 * 8
     grids = torch.zeros((3, 4, 10, 10), dtype=torch.bool)
     assert enc(grids).shape == (3, 128)
+
+
+def test_one_plain_vector_entry_is_read_as_is_and_any_other_goes_through_its_part():
+    """SpecEncoder reads one float32 vector entry with no scale, statistics or embedding
+    straight from the TensorDict (a small update calls its encoders three times); a
+    scaled or embedded entry goes through its part as before."""
+    from gpurl.envs.cartpole import CartPoleEnv
+    from gpurl.envs.info import env_info
+    from gpurl.policies.networks import SpecEncoder
+
+    info = env_info(CartPoleEnv(num_envs=2))
+    td = TensorDict({"observation": torch.randn(2, 4)}, batch_size=[2])
+    plain, embedded = SpecEncoder(info), SpecEncoder(info, embed=8)
+    assert plain.plain == "observation" and plain(td) is td["observation"]
+    assert embedded.plain is None and embedded(td).shape == (2, 8)
+    scaled = SpecEncoder(dataclasses.replace(info, obs_scales={"observation": (2.0,) * 4}))
+    assert scaled.plain is None
+    torch.testing.assert_close(scaled(td), td["observation"] / 2)
