@@ -110,10 +110,10 @@ def ppo_policy_loss(
     """mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))); no clipping when clip is None
     (then the gradient at r = 1 is A grad log pi, the plain policy gradient of A2C).
     The mean is over the entries where `weight` is 1 when given (masked_mean)."""
-    loss = -advantage * ratio
+    gain = advantage * ratio
     if clip is not None:
-        loss = torch.maximum(loss, -advantage * ratio.clamp(1.0 - clip, 1.0 + clip))
-    return masked_mean(loss, weight)
+        gain = torch.minimum(gain, advantage * ratio.clamp(1.0 - clip, 1.0 + clip))
+    return -masked_mean(gain, weight)  # negated once, after the mean
 
 
 def ppo_value_loss(
