@@ -3,11 +3,14 @@
 Each trains an experiment preset with its defaults for seed 0 and asserts the greedy
 evaluation return that docs/results.md reports for seeds 0, 1 and 2.
 
-The Pendulum presets run 20k frames there; here they stop at 10k and must already be at
--200 (a stricter budget, which keeps CI under 45 minutes): every recorded run of SAC,
-TD3 and DDPG, seeds 0-2, evaluates at -128 to -159 at 10k frames (docs/bench/agents/
-pendulum/*_pendulum_s*_summary.json), and none of them has a schedule tied to
-total_frames, so a 10k-frame run is the first half of the 20k one.
+The Pendulum presets run 20k frames there; here SAC and DDPG stop at 10k and must
+already be at -200 (a stricter budget, which keeps CI under 45 minutes): every recorded
+run of SAC, TD3 and DDPG, seeds 0-2, evaluates at -128 to -159 at 10k frames
+(docs/bench/agents/pendulum/*_pendulum_s*_summary.json), and none of them has a
+schedule tied to total_frames, so a 10k-frame run is the first half of the 20k one.
+TD3 runs its preset's 20k: its evaluations swing by more than 100 from one to the next
+(seed 0 at commit c7f2bdd: -163.1 at 8k, -292.2 at 10k, -112.8 at 14k, -287.8 at 18k,
+-122.0 at 20k), so one evaluation at 10k says little about where it ends.
 """
 
 import pytest
@@ -24,7 +27,7 @@ PRESETS = {
     "td3_pendulum": -200.0,
     "ddpg_pendulum": -200.0,
 }
-SHORTER = {"sac_pendulum": 10_000, "td3_pendulum": 10_000, "ddpg_pendulum": 10_000}
+SHORTER = {"sac_pendulum": 10_000, "ddpg_pendulum": 10_000}
 
 
 @pytest.mark.slow
