@@ -47,6 +47,25 @@ def test_metric_sums_average_each_key_over_its_own_count():
     assert sums.read() == {}
 
 
+def test_metric_sums_of_repeated_keys_match_one_add_per_key():
+    """The same keys again are added in one foreach call; a new key set, a checkpoint
+    load and a read each fall back to per-key adds, with the same sums and counts."""
+    rows = [dict(loss=1.0, kl=0.5), dict(loss=2.0, kl=1.5), dict(loss=4.0, kl=0.0)]
+    sums = MetricSums()
+    for row in rows:
+        sums.add(TensorDict({k: torch.tensor(v) for k, v in row.items()}))
+    assert sums.peek() == {"loss": 7 / 3, "kl": 2 / 3}
+    first = sums.sums["loss"]
+    sums.add(TensorDict(loss=torch.tensor(3.0)))  # fewer keys: per key, the same tensors
+    assert sums.sums["loss"] is first and sums.counts == {"loss": 4, "kl": 3}
+    restored = MetricSums()
+    restored.load_state_dict(sums.state_dict())
+    restored.add(TensorDict(loss=torch.tensor(10.0)))
+    restored.add(TensorDict(loss=torch.tensor(10.0)))
+    assert restored.read() == {"loss": 30 / 6, "kl": 2 / 3}
+    assert sums.read() == {"loss": 10 / 4, "kl": 2 / 3}  # the restored copy shares nothing
+
+
 class PushRight(torch.nn.Module):
     kind = "q"
 

@@ -343,6 +343,7 @@ class PPOAgent(OnPolicyAgent):
         self.entropy_coef = self.runs.value("entropy_coef", cfg.entropy_coef, device)
         # a multi-robot env's mask of the robots that act (none: every slot is a sample)
         self.valid_key = info.valid_key
+        self.value_coef, self.max_grad_norm = float(cfg.value_coef), _optional(cfg.max_grad_norm)
         self.learn_step = self.compiled(self.learn)
 
     def clips(self, cfg) -> tuple[float | None, float | None]:
@@ -424,7 +425,6 @@ class PPOAgent(OnPolicyAgent):
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
-        cfg = self.cfg
         action = batch.get(self.info.action_key)
         if not self.info.discrete:
             action = self.policy.unscale(action)
@@ -453,13 +453,14 @@ class PPOAgent(OnPolicyAgent):
             bonus = coef * mean_entropy
         else:
             bonus = masked_mean(self.runs.per_row(coef, entropy) * entropy, weight)
-        loss = policy_loss + cfg.value_coef * value_loss - bonus
-        clip_and_step(self.optimizer, loss, _optional(cfg.max_grad_norm))
-        with torch.no_grad():
-            ratio_change = ratio - 1
-            approx_kl = masked_mean(ratio_change - log_ratio, weight)
-            clip = math.inf if self.clip is None else self.clip
-            clipped = masked_mean((ratio_change.abs() > clip).float(), weight)
+        loss = policy_loss + self.value_coef * value_loss - bonus
+        clip_and_step(self.optimizer, loss, self.max_grad_norm)
+        # the approximate KL (r - 1 - log r, Schulman's k3) and the fraction of rows the
+        # clip holds, read off the detached ratio: no graph to record, so no no_grad block
+        ratio_change = ratio.detach() - 1
+        approx_kl = masked_mean(ratio_change - log_ratio.detach(), weight)
+        clip = math.inf if self.clip is None else self.clip
+        clipped = masked_mean((ratio_change.abs() > clip).float(), weight)
         return scalars(
             policy_loss=policy_loss.detach(),
             value_loss=value_loss.detach(),

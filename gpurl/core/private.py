@@ -39,6 +39,17 @@ def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
             t.copy_(s)
 
 
+def foreach_add_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """targets[i] += sources[i] for all i in one call (torch._foreach_add_): the trainer
+    sums an update's half-dozen metrics this way, at every update."""
+    targets, sources = list(targets), list(sources)
+    try:
+        torch._foreach_add_(targets, sources)
+    except (AttributeError, TypeError, RuntimeError):
+        for t, s in zip(targets, sources, strict=True):
+            t.add_(s)
+
+
 def flatten_dense(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """One flat buffer holding `tensors` (torch._utils._flatten_dense_tensors, what DDP
     uses), so a gradient all-reduce is one collective per step, not one per tensor."""

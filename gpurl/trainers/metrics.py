@@ -8,6 +8,8 @@ import math
 import torch
 from tensordict import TensorDict
 
+from gpurl.core.private import foreach_add_
+
 
 class EpisodeTracker:
     """Running returns and lengths per env; sums over episodes finished since the last
@@ -69,14 +71,25 @@ class MetricSums:
     def __init__(self):
         self.sums: dict[str, torch.Tensor] = {}
         self.counts: dict[str, int] = {}
+        # the keys of the last update's metrics and their sums, in its order: an update
+        # that gives the same keys again (nearly every one) is added in one foreach call
+        self._keys: list[str] = []
+        self._list: list[torch.Tensor] = []
 
     def add(self, metrics: TensorDict) -> None:
-        for k, v in metrics.items():
-            if k in self.sums:
-                self.sums[k] += v
-            else:
-                self.sums[k] = v.clone()
-            self.counts[k] = self.counts.get(k, 0) + 1
+        keys = list(metrics.keys())
+        if keys == self._keys:
+            foreach_add_(self._list, list(metrics.values()))
+        else:
+            for k, v in metrics.items():
+                if k in self.sums:
+                    self.sums[k] += v
+                else:
+                    self.sums[k] = v.clone()
+            self._keys, self._list = keys, [self.sums[k] for k in keys]
+        counts = self.counts
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
 
     def state_dict(self) -> dict:
         return {"sums": dict(self.sums), "counts": dict(self.counts)}
@@ -84,11 +97,13 @@ class MetricSums:
     def load_state_dict(self, state: dict) -> None:
         self.sums = {k: v.clone() for k, v in state["sums"].items()}
         self.counts = dict(state["counts"])
+        self._keys, self._list = [], []
 
     def read(self) -> dict[str, float]:
         """Mean of each metric since the last read (one host read), then reset."""
         out = self.peek()
         self.sums, self.counts = {}, {}
+        self._keys, self._list = [], []
         return out
 
     def peek(self) -> dict[str, float]:
