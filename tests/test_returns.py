@@ -110,6 +110,51 @@ def test_nstep_one_step_is_the_one_step_target():
     assert torch.equal(last, row)
 
 
+def reference_nstep(reward, term, done, row, stream, newest, capacity, n, gamma):
+    """One sample at a time, in plain Python: the definition the tensor code follows."""
+    ret, discount, last = [], [], []
+    for i, (r, s) in enumerate(zip(row.tolist(), stream.tolist(), strict=True)):
+        g = gamma if isinstance(gamma, float) else float(gamma[i])
+        total, k, at = 0.0, 0, r
+        for j in range(n):
+            at = (r + j) % capacity
+            if j > (newest - r) % capacity:  # not written yet, or older data of the ring
+                at = (r + j - 1) % capacity
+                break
+            total += g**j * float(reward[at, s])
+            k = j + 1
+            if done[at, s]:
+                break
+        ret.append(total)
+        discount.append(0.0 if term[at, s] else g**k)
+        last.append(at)
+    return torch.tensor(ret), torch.tensor(discount), last
+
+
+@pytest.mark.parametrize("per_sample_gamma", [False, True])
+def test_nstep_matches_a_per_sample_loop_on_random_rings(per_sample_gamma):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(40):
+        capacity, streams = int(torch.randint(4, 30, (), generator=g)), 3
+        n = int(torch.randint(2, 6, (), generator=g))
+        reward = torch.randn(capacity, streams, generator=g)
+        done = torch.rand(capacity, streams, generator=g) < 0.3
+        term = done & (torch.rand(capacity, streams, generator=g) < 0.5)
+        newest = int(torch.randint(capacity, (), generator=g))
+        reward[(newest + 1) % capacity] = NAN  # unwritten rows may hold anything
+        row = torch.randint(capacity, (32,), generator=g)
+        row = torch.where(row == (newest + 1) % capacity, newest, row)  # samples are written
+        stream = torch.randint(streams, (32,), generator=g)
+        gamma = torch.rand(32, generator=g) * 0.5 + 0.5 if per_sample_gamma else 0.9
+        got = nstep_returns(reward, term, done, row, stream, newest, capacity, n, gamma)
+        ret, discount, last = reference_nstep(
+            reward, term, done, row, stream, newest, capacity, n, gamma
+        )
+        torch.testing.assert_close(got[0], ret)
+        torch.testing.assert_close(got[1], discount)
+        assert got[2].tolist() == last
+
+
 def test_nstep_makes_no_host_reads():
     reward, term, done = ring(REWARDS, terminated=[3], truncated=[5])
     row, stream = torch.arange(8), torch.zeros(8, dtype=torch.long)

@@ -47,22 +47,22 @@ def nstep_returns(
     if n == 1:  # one step, the common case: no window to walk, the same result
         discount = torch.where(terminated[row, stream], 0.0, gamma)
         return reward[row, stream], discount.to(reward.dtype), row
-    available = (newest - row) % capacity  # rows written after `row`
-    ret = torch.zeros(row.shape, dtype=reward.dtype, device=reward.device)
-    discount = torch.ones_like(ret)
-    last = row.clone()
-    last_terminated = torch.zeros(row.shape, dtype=torch.bool, device=reward.device)
-    open_ = torch.ones_like(last_terminated)  # the window has not hit an episode end
-    for j in range(n):
-        at = (row + j) % capacity
-        take = open_ & (available >= j)
-        # where, not multiply: rows past `newest` may hold garbage (NaN in unwritten storage).
-        ret += torch.where(take, reward[at, stream], 0.0) * (gamma**j)
-        discount = torch.where(take, discount * gamma, discount)
-        last = torch.where(take, at, last)
-        last_terminated = torch.where(take, terminated[at, stream], last_terminated)
-        open_ = take & ~done[at, stream]
-    return ret, torch.where(last_terminated, 0.0, discount), last
+    # the whole window at once, [N, n]: a loop over its n steps was ~8 small ops each
+    steps = torch.arange(n, device=row.device)
+    at = (row.unsqueeze(1) + steps) % capacity  # physical rows of each sample's window
+    col = stream.unsqueeze(1)
+    ended = done[at, col]
+    # step j is summed when it was written (at or before `newest`; what is written only
+    # shrinks along the window) and no earlier step of the window ended an episode
+    written = ((newest - row) % capacity).unsqueeze(1) >= steps
+    take = written & (ended.cumsum(1) == ended)
+    k = take.sum(1, keepdim=True)  # steps summed: at least the sample's own
+    g = gamma.unsqueeze(1) if isinstance(gamma, Tensor) else gamma  # one per sample, or all
+    # where, not multiply: rows past `newest` may hold garbage (NaN in unwritten storage)
+    ret = (torch.where(take, reward[at, col], 0.0) * g**steps).sum(1)
+    last = at.gather(1, k - 1).squeeze(1)
+    discount = torch.where(terminated[last, stream], 0.0, (g**k).squeeze(1))
+    return ret, discount.to(reward.dtype), last
 
 
 def gae(
