@@ -12,7 +12,7 @@ def test_an_off_policy_preset_is_profiled_after_its_first_update(tmp_path, capsy
         "dqn_cartpole",
         "--iterations", "3",
         "--warmup", "1",
-        "--top", "4",
+        "--top", "10",
         "--out", str(out),
         "--set", "env.num_envs=4", "trainer.init_random_frames=32", "trainer.batch_size=16",
     ]  # fmt: skip
@@ -24,10 +24,11 @@ def test_an_off_policy_preset_is_profiled_after_its_first_update(tmp_path, capsy
     assert record["frames"] == 3 * 4 and record["frames_per_sec"] > 0
     assert record["profiled_wall_s"] > 0 and record["host_self_s"] > 0
     top = record["top_host"]
-    assert len(top) == 4 and all(r["calls"] >= 1 for r in top)
+    assert len(top) == 10 and all(r["calls"] >= 1 for r in top)
     times = [r["self_host_ms"] for r in top]
     assert times == sorted(times, reverse=True)
-    # the update ran under the profiler: its matrix products are there
+    # the update ran under the profiler: its matrix products are among the ten costliest
+    # ops (not always the top four: three iterations on a loaded machine vary)
     assert any(r["name"] in ("aten::mm", "aten::addmm") for r in top)
     assert record["device"] == "cpu" and record["device_kernel_s"] is None
     assert record["launches_per_iteration"] is None and record["top_device"] is None
