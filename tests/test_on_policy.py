@@ -416,3 +416,34 @@ def test_ppo_policy_loss_takes_a_device_clip():
     assert torch.equal(
         ppo_policy_loss(ratio, advantage, torch.tensor(0.2)), ppo_policy_loss(ratio, advantage, 0.2)
     )
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_ppo_reports_the_approximate_kl_and_the_clipped_fraction_of_its_minibatch(tmp_path, algo):
+    """learn's metrics on ratios set by hand: the stored log-probs are the policy's own
+    less log r, so the minibatch's ratios are r exactly."""
+    cfg = load_config([f"agent={algo}", "logger=none", "env.eval_envs=1"])
+    agent = build(cfg, tmp_path).agent
+    r = torch.tensor([1.0, 1.5, 0.5, 1.1, 0.7, 1.25])
+    n = r.shape[0]
+    obs = torch.randn(n, 4)
+    action = torch.tensor([0, 1, 1, 0, 1, 0])
+    with torch.no_grad():
+        log_prob = agent.actor.log_prob(TensorDict(observation=obs, batch_size=[n]), action)
+    batch = TensorDict(
+        {
+            "observation": obs,
+            "action": action,
+            "sample_log_prob": log_prob - r.log(),
+            "advantage": torch.randn(n),
+            VALUE: torch.zeros(n),
+            "value_target": torch.zeros(n),
+        },
+        batch_size=[n],
+    )
+    metrics = agent.learn(batch)
+    kl = (r - 1 - r.log()).mean()
+    torch.testing.assert_close(metrics["approx_kl"], kl, rtol=1e-5, atol=1e-6)
+    # PPO's clip 0.2 holds 1.5, 0.5, 0.7 and 1.25; A2C has no clip
+    expected = 4 / 6 if algo == "ppo" else 0.0
+    torch.testing.assert_close(metrics["clip_fraction"], torch.tensor(expected))

@@ -105,14 +105,21 @@ def masked_mean(x: Tensor, weight: Tensor | None = None) -> Tensor:
 
 
 def ppo_policy_loss(
-    ratio: Tensor, advantage: Tensor, clip: float | Tensor | None, weight: Tensor | None = None
+    ratio: Tensor,
+    advantage: Tensor,
+    clip: float | Tensor | None,
+    weight: Tensor | None = None,
+    clipped: Tensor | None = None,
 ) -> Tensor:
     """mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))); no clipping when clip is None
     (then the gradient at r = 1 is A grad log pi, the plain policy gradient of A2C).
-    The mean is over the entries where `weight` is 1 when given (masked_mean)."""
+    The mean is over the entries where `weight` is 1 when given (masked_mean).
+    `clipped` is clip(r, 1 - eps, 1 + eps) when the caller has it already."""
     gain = advantage * ratio
     if clip is not None:
-        gain = torch.minimum(gain, advantage * ratio.clamp(1.0 - clip, 1.0 + clip))
+        if clipped is None:
+            clipped = ratio.clamp(1.0 - clip, 1.0 + clip)
+        gain = torch.minimum(gain, advantage * clipped)
     return -masked_mean(gain, weight)  # negated once, after the mean
 
 
@@ -442,7 +449,9 @@ class PPOAgent(OnPolicyAgent):
         log_prob, entropy = self.actor.evaluate(obs, action)
         log_ratio = log_prob - batch[LOG_PROB]
         ratio = log_ratio.exp()
-        policy_loss = ppo_policy_loss(ratio, advantage, self.clip, weight)
+        clip = self.clip
+        clipped = None if clip is None else ratio.clamp(1.0 - clip, 1.0 + clip)
+        policy_loss = ppo_policy_loss(ratio, advantage, clip, weight, clipped)
         value = self.critic(obs)
         value_loss = ppo_value_loss(
             value, batch[VALUE], batch["value_target"], self.value_clip, weight
@@ -455,17 +464,19 @@ class PPOAgent(OnPolicyAgent):
             bonus = masked_mean(self.runs.per_row(coef, entropy) * entropy, weight)
         loss = policy_loss + self.value_coef * value_loss - bonus
         clip_and_step(self.optimizer, loss, self.max_grad_norm)
-        # the approximate KL (r - 1 - log r, Schulman's k3) and the fraction of rows the
-        # clip holds, read off the detached ratio: no graph to record, so no no_grad block
-        ratio_change = ratio.detach() - 1
-        approx_kl = masked_mean(ratio_change - log_ratio.detach(), weight)
-        clip = math.inf if self.clip is None else self.clip
-        clipped = masked_mean((ratio_change.abs() > clip).float(), weight)
+        # the approximate KL, mean(r - 1 - log r) (Schulman's k3 estimator), off the
+        # detached ratio (no graph to record, so no no_grad block), and the fraction of
+        # rows the clip moved, |r - 1| > eps, read as clip(r) != r
+        approx_kl = masked_mean(ratio.detach() - 1 - log_ratio.detach(), weight)
+        if clipped is None:
+            clip_fraction = torch.zeros((), device=ratio.device)
+        else:
+            clip_fraction = masked_mean((clipped != ratio).float(), weight)
         return scalars(
             policy_loss=policy_loss.detach(),
             value_loss=value_loss.detach(),
             entropy=mean_entropy.detach(),
             approx_kl=approx_kl,
-            clip_fraction=clipped,
+            clip_fraction=clip_fraction,
             lr=self.lr.mean(),
         )
