@@ -28,26 +28,27 @@ def foreach_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
             t.lerp_(s, weight)
 
 
+def _foreach_pairs(fused: Callable, each: Callable, targets, sources) -> None:
+    """fused(targets, sources), a torch._foreach_* call; pair by pair through `each` when
+    the private call is gone or refuses the tensors."""
+    targets, sources = list(targets), list(sources)
+    try:
+        fused(targets, sources)
+    except (AttributeError, TypeError, RuntimeError):
+        for t, s in zip(targets, sources, strict=True):
+            each(t, s)
+
+
 def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
     """targets[i].copy_(sources[i]) for all i in one launch (torch._foreach_copy_): the
     collector writes every stored entry of a step this way."""
-    targets, sources = list(targets), list(sources)
-    try:
-        torch._foreach_copy_(targets, sources)
-    except (AttributeError, TypeError, RuntimeError):
-        for t, s in zip(targets, sources, strict=True):
-            t.copy_(s)
+    _foreach_pairs(lambda t, s: torch._foreach_copy_(t, s), torch.Tensor.copy_, targets, sources)
 
 
 def foreach_add_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
     """targets[i] += sources[i] for all i in one call (torch._foreach_add_): the trainer
     sums an update's half-dozen metrics this way, at every update."""
-    targets, sources = list(targets), list(sources)
-    try:
-        torch._foreach_add_(targets, sources)
-    except (AttributeError, TypeError, RuntimeError):
-        for t, s in zip(targets, sources, strict=True):
-            t.add_(s)
+    _foreach_pairs(lambda t, s: torch._foreach_add_(t, s), torch.Tensor.add_, targets, sources)
 
 
 def flatten_dense(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
