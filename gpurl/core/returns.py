@@ -3,8 +3,9 @@ Q(lambda) returns per rollout.
 
 All run on the device with fixed shapes and no host reads (docs/concepts.md, rules of the hot
 path): episode ends and the edge of the written data are masks, never branches, so a
-step past an episode end is still read but contributes nothing. The only Python loops
-are over time (the n-step window, the rollout), never over samples.
+step past an episode end is still read but contributes nothing. An n-step window is read
+whole ([samples, n]); the only Python loops are over a rollout's time steps (GAE and
+Q(lambda) run backwards through it), never over samples.
 """
 
 from __future__ import annotations
