@@ -48,7 +48,7 @@ def nstep_returns(
     if n == 1:  # one step, the common case: no window to walk, the same result
         discount = torch.where(terminated[row, stream], 0.0, gamma)
         return reward[row, stream], discount.to(reward.dtype), row
-    # the whole window at once, [N, n]: a loop over its n steps was ~8 small ops each
+    # the whole window at once, [N, n]: one gather per entry rather than one per step
     steps = torch.arange(n, device=row.device)
     at = (row.unsqueeze(1) + steps) % capacity  # physical rows of each sample's window
     # flat positions in the [capacity, S] ring: torch.take is a quarter of the time of
