@@ -1,6 +1,7 @@
 """tools/record_learning.py: every (preset, seed) runs once, at most --jobs at a time, and
 each finished run's summary becomes a record in OUT; a failed run is reported, not
-recorded. The training processes are faked: this checks the scheduling and records."""
+recorded; --group trains the seeds in one process, --resume continues runs in place. The
+training processes are faked: this checks the scheduling and records."""
 
 import json
 
@@ -15,7 +16,10 @@ class FakeRun:
     live = 0
     most = 0
 
+    commands: list = []
+
     def __init__(self, cmd, cwd=None, env=None):
+        FakeRun.commands.append(cmd)
         args = dict(a.split("=", 1) for a in cmd[3:] if "=" in a)
         self.seed = int(args["seed"])
         self.polls = 0
@@ -26,9 +30,13 @@ class FakeRun:
             from pathlib import Path
 
             run_dir = Path(args["hydra.run.dir"])
-            run_dir.mkdir(parents=True)
-            summary = {"eval_return": 10.0 + self.seed, "frames": 64, "wall_time_s": 1.0}
-            (run_dir / "summary.json").write_text(json.dumps(summary))
+            run_dir.mkdir(parents=True, exist_ok=True)
+            n = int(args.get("trainer.num_seeds", 1))
+            for seed in range(self.seed, self.seed + n):
+                out = run_dir / "seeds" / f"seed_{seed}" if n > 1 else run_dir
+                out.mkdir(parents=True, exist_ok=True)
+                summary = {"eval_return": 10.0 + seed, "frames": 64, "wall_time_s": 1.0}
+                (out / "summary.json").write_text(json.dumps(summary))
 
     def poll(self):
         self.polls += 1
@@ -44,6 +52,7 @@ class FakeRun:
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     FakeRun.live = FakeRun.most = 0
+    FakeRun.commands = []
     monkeypatch.setattr(record_learning.subprocess, "Popen", FakeRun)
     monkeypatch.setattr(record_learning.time, "sleep", lambda s: None)
     monkeypatch.setattr(record_learning, "ROOT", tmp_path)
@@ -65,3 +74,31 @@ def test_runs_every_seed_at_most_jobs_at_once(fake, capsys):
 def test_bad_jobs_is_one_line(fake):
     with pytest.raises(SystemExit):
         record_learning.main(["p", "--jobs", "0"])
+
+
+def test_group_trains_the_seeds_in_one_process_and_records_each(fake, capsys):
+    rc = record_learning.main(["p", "--seeds", "2", "3", "4", "--group", "--out", "o"])
+    assert rc == 0
+    [cmd] = FakeRun.commands
+    assert "seed=2" in cmd and "trainer.num_seeds=3" in cmd
+    records = sorted(p.name for p in (fake / "o").iterdir())
+    assert records == ["p_s2_summary.json", "p_s3_summary.json", "p_s4_summary.json"]
+    assert json.loads((fake / "o" / "p_s4_summary.json").read_text())["eval_return"] == 14.0
+
+
+def test_group_needs_consecutive_seeds(fake):
+    with pytest.raises(SystemExit):
+        record_learning.main(["p", "--seeds", "0", "2", "--group"])
+
+
+def test_resume_keeps_the_run_directory_and_resumes_it(fake):
+    run_dir = fake / "runs" / "record" / "p_s0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "kept").write_text("a checkpoint")
+    assert record_learning.main(["p", "--seeds", "0", "--resume", "--out", "o"]) == 0
+    assert "trainer.resume=auto" in FakeRun.commands[0]
+    assert (run_dir / "kept").exists()
+    # without --resume the directory starts empty
+    assert record_learning.main(["p", "--seeds", "0", "--out", "o"]) == 0
+    assert "trainer.resume=auto" not in FakeRun.commands[1]
+    assert not (run_dir / "kept").exists()
