@@ -178,6 +178,33 @@ def test_per_seed_gamma_targets_equal_each_runs_own(agent):
             torch.testing.assert_close(got[key][:, own], want[key], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_stacked_linear_is_each_runs_own_with_its_gradient_in_the_weights_layout(bias):
+    """RunLinear: run k's rows through run k's Linear alone, forward and backward (input,
+    weight and bias gradients); the weight's gradient comes out contiguous in the
+    weight's own [N, out, in] layout, so no transposed copy of the weight is made."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(6, 3, bias=bias) for _ in range(N)]
+    stacked = stack_modules(layers)
+    x = torch.randn(N * 4, 6, requires_grad=True)
+    xs = x.detach().clone().requires_grad_()
+    out = stacked(x)
+    want = torch.cat([m(part) for m, part in zip(layers, xs.chunk(N), strict=True)])
+    torch.testing.assert_close(out, want)
+    (out**2).sum().backward()
+    (want**2).sum().backward()
+    torch.testing.assert_close(x.grad, xs.grad)
+    assert stacked.weight.grad.is_contiguous()
+    for k, m in enumerate(layers):
+        torch.testing.assert_close(stacked.weight.grad[k], m.weight.grad)
+        if bias:
+            torch.testing.assert_close(stacked.bias.grad[k], m.bias.grad)
+    # an input that needs no gradient (observations) gets none, and costs no matmul
+    stacked.zero_grad()
+    stacked(torch.randn(N * 2, 6)).sum().backward()
+    assert stacked.weight.grad is not None
+
+
 def test_stacked_convolution_is_each_runs_own():
     """RunConv2d: run k's images through run k's filters alone, forward and backward, with
     a stride and padding; unstacked, run k is run k's Conv2d again."""
