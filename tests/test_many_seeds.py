@@ -249,6 +249,39 @@ def test_run_adam_is_torch_adam_run_by_run():
         torch.testing.assert_close(stacked.bias[k], net.bias, atol=1e-6, rtol=1e-5)
 
 
+def test_run_adam_steps_each_run_with_its_own_step_count():
+    """A run whose step count differs from the others' (what a PBT copy leaves) gets the
+    bias correction of its own count, as torch's Adam with that count would give it."""
+    torch.manual_seed(2)
+    nets = [torch.nn.Linear(4, 2) for _ in range(N)]
+    stacked = stack_modules(nets)
+    lrs = torch.tensor([1e-2, 3e-3, 1e-3])
+    adam = RunAdam(stacked.parameters(), N, lrs)
+    singles = [
+        torch.optim.Adam(n.parameters(), lr=float(lr)) for n, lr in zip(nets, lrs, strict=True)
+    ]
+
+    def step():
+        x = torch.randn(N * 8, 4)
+        adam.backward_and_step(stacked(x).square().mean(), max_norm=None)
+        for k, (net, opt) in enumerate(zip(nets, singles, strict=True)):
+            opt.zero_grad()
+            net(x[k * 8 : (k + 1) * 8]).square().mean().backward()
+            opt.step()
+
+    step()
+    for p in stacked.parameters():  # run 1 as if it had stepped 7 times
+        adam.state[p]["step"][1] = 7.0
+    for p in nets[1].parameters():
+        singles[1].state[p]["step"].fill_(7.0)
+    step()
+    step()
+    for k, net in enumerate(nets):
+        torch.testing.assert_close(stacked.weight[k], net.weight, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(stacked.bias[k], net.bias, atol=1e-6, rtol=1e-5)
+    assert adam.state[stacked.weight]["step"].tolist() == [3.0, 9.0, 3.0]
+
+
 def test_runs_build_each_run_from_its_own_seed():
     """Run k's initial weights depend on seed + k alone, not on how many runs there are."""
     three = Runs(3, seed=5).build(lambda: torch.nn.Linear(4, 2))
