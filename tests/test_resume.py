@@ -184,6 +184,16 @@ EXACT_CASES = {
         "trainer.batch_size=8",
         "trainer.init_random_frames=64",
     ],
+    # MinAtar: the game state, sticky actions' and difficulty ramping's draws
+    "dqn_minatar_breakout": [
+        "experiment=minatar_breakout_dqn",
+        "trainer.batch_size=8",
+        "trainer.buffer_size=1000",
+        "trainer.init_random_frames=64",
+        "agent.epsilon_frames=200",
+        "agent.target_update_interval=50",
+        "env.eval_envs=2",
+    ],
     "sac_marinenav": [
         "env=marinenav_continuous",
         "agent=sac",
