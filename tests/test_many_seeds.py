@@ -227,59 +227,58 @@ def test_stacked_convolution_is_each_runs_own():
         stack_modules([torch.nn.Conv2d(4, 4, 3, groups=2) for _ in range(N)])
 
 
-def test_run_adam_is_torch_adam_run_by_run():
-    torch.manual_seed(1)
-    nets = [torch.nn.Linear(5, 3) for _ in range(N)]
-    stacked = stack_modules(nets)
-    lrs = torch.tensor([1e-2, 3e-3, 1e-3])
-    adam = RunAdam(stacked.parameters(), N, lrs)
-    singles = [
-        torch.optim.Adam(n.parameters(), lr=float(lr)) for n, lr in zip(nets, lrs, strict=True)
-    ]
-    for _ in range(3):
-        x = torch.randn(N * 8, 5)
-        adam.backward_and_step(stacked(x).square().mean(), max_norm=0.1)
-        for k, (net, opt) in enumerate(zip(nets, singles, strict=True)):
+class AdamPair:
+    """RunAdam over N stacked Linear layers beside torch's Adam on each layer alone, with
+    the same learning rates, stepped on the same data."""
+
+    def __init__(self, seed: int, inputs: int, max_norm: float | None):
+        torch.manual_seed(seed)
+        self.nets = [torch.nn.Linear(inputs, 3) for _ in range(N)]
+        self.stacked = stack_modules(self.nets)
+        lrs = torch.tensor([1e-2, 3e-3, 1e-3])
+        self.adam = RunAdam(self.stacked.parameters(), N, lrs)
+        self.singles = [
+            torch.optim.Adam(n.parameters(), lr=float(lr))
+            for n, lr in zip(self.nets, lrs, strict=True)
+        ]
+        self.inputs, self.max_norm = inputs, max_norm
+
+    def step(self):
+        x = torch.randn(N * 8, self.inputs)
+        self.adam.backward_and_step(self.stacked(x).square().mean(), max_norm=self.max_norm)
+        for k, (net, opt) in enumerate(zip(self.nets, self.singles, strict=True)):
             opt.zero_grad()
             net(x[k * 8 : (k + 1) * 8]).square().mean().backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.1)
+            if self.max_norm:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_norm)
             opt.step()
-    for k, net in enumerate(nets):
-        torch.testing.assert_close(stacked.weight[k], net.weight, atol=1e-6, rtol=1e-5)
-        torch.testing.assert_close(stacked.bias[k], net.bias, atol=1e-6, rtol=1e-5)
+
+    def assert_equal(self):
+        for k, net in enumerate(self.nets):
+            torch.testing.assert_close(self.stacked.weight[k], net.weight, atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(self.stacked.bias[k], net.bias, atol=1e-6, rtol=1e-5)
+
+
+def test_run_adam_is_torch_adam_run_by_run():
+    pair = AdamPair(seed=1, inputs=5, max_norm=0.1)
+    for _ in range(3):
+        pair.step()
+    pair.assert_equal()
 
 
 def test_run_adam_steps_each_run_with_its_own_step_count():
     """A run whose step count differs from the others' (what a PBT copy leaves) gets the
     bias correction of its own count, as torch's Adam with that count would give it."""
-    torch.manual_seed(2)
-    nets = [torch.nn.Linear(4, 2) for _ in range(N)]
-    stacked = stack_modules(nets)
-    lrs = torch.tensor([1e-2, 3e-3, 1e-3])
-    adam = RunAdam(stacked.parameters(), N, lrs)
-    singles = [
-        torch.optim.Adam(n.parameters(), lr=float(lr)) for n, lr in zip(nets, lrs, strict=True)
-    ]
-
-    def step():
-        x = torch.randn(N * 8, 4)
-        adam.backward_and_step(stacked(x).square().mean(), max_norm=None)
-        for k, (net, opt) in enumerate(zip(nets, singles, strict=True)):
-            opt.zero_grad()
-            net(x[k * 8 : (k + 1) * 8]).square().mean().backward()
-            opt.step()
-
-    step()
-    for p in stacked.parameters():  # run 1 as if it had stepped 7 times
-        adam.state[p]["step"][1] = 7.0
-    for p in nets[1].parameters():
-        singles[1].state[p]["step"].fill_(7.0)
-    step()
-    step()
-    for k, net in enumerate(nets):
-        torch.testing.assert_close(stacked.weight[k], net.weight, atol=1e-6, rtol=1e-5)
-        torch.testing.assert_close(stacked.bias[k], net.bias, atol=1e-6, rtol=1e-5)
-    assert adam.state[stacked.weight]["step"].tolist() == [3.0, 9.0, 3.0]
+    pair = AdamPair(seed=2, inputs=4, max_norm=None)
+    pair.step()
+    for p in pair.stacked.parameters():  # run 1 as if it had stepped 7 times
+        pair.adam.state[p]["step"][1] = 7.0
+    for p in pair.nets[1].parameters():
+        pair.singles[1].state[p]["step"].fill_(7.0)
+    pair.step()
+    pair.step()
+    pair.assert_equal()
+    assert pair.adam.state[pair.stacked.weight]["step"].tolist() == [3.0, 9.0, 3.0]
 
 
 def test_runs_build_each_run_from_its_own_seed():
