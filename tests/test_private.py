@@ -39,3 +39,28 @@ def test_foreach_lerp_matches_its_fallback(monkeypatch):
     targets, sources = pairs()
     private.foreach_lerp_(targets, sources, 0.25)
     torch.testing.assert_close(targets, want)
+
+
+def test_per_run_adam_matches_its_fallback(monkeypatch):
+    """Three runs' stacked tensors, each run with its own rate and step count: the
+    foreach path and the tensor-by-tensor fallback give the same update."""
+
+    def state():
+        g = torch.Generator().manual_seed(1)
+        shapes = [(3, 4, 2), (3, 4)]
+        params = [torch.randn(s, generator=g) for s in shapes]
+        grads = [torch.randn(s, generator=g) for s in shapes]
+        m = [torch.randn(s, generator=g) * 0.1 for s in shapes]
+        v = [torch.rand(s, generator=g) * 0.1 for s in shapes]
+        steps = [torch.tensor([1.0, 5.0, 2.0]) for _ in shapes]
+        return params, grads, m, v, steps
+
+    lr = torch.tensor([1e-2, 1e-3, 3e-4])
+    want = state()
+    private.per_run_adam_(*want, lr, 0.9, 0.999, 1e-8)
+    monkeypatch.delattr(torch, "_foreach_lerp_")
+    got = state()
+    private.per_run_adam_(*got, lr, 0.9, 0.999, 1e-8)
+    for a, b in zip(want, got, strict=True):
+        torch.testing.assert_close(a, b)
+    assert got[4][0].tolist() == [2.0, 6.0, 3.0]

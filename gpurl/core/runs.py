@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gpurl.core.private import per_run_adam_
 from gpurl.errors import ConfigError
 
 
@@ -349,7 +350,7 @@ class RunAdam(torch.optim.Optimizer):
     The step is torch's fused Adam (torch.optim.adam.adam, fused=True) over the whole
     stacked tensors when every run has the same learning rate; with a rate per run, the
     same update in foreach calls with each run's rate and step count broadcast over its
-    slices (`per_run_step`). Both are elementwise: no run's step reads another's."""
+    slices (`core/private.per_run_adam_`). Both are elementwise: no run's step reads another's."""
 
     def __init__(self, params, runs: int, lr, betas=(0.9, 0.999), eps: float = 1e-8):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
@@ -401,27 +402,5 @@ class RunAdam(torch.optim.Optimizer):
             if not self.per_run:
                 adam(params, grads, m, v, [], steps, lr=lr, **options)
                 continue
-            self.per_run_step(params, grads, m, v, steps, lr, beta1, beta2, group["eps"])
-
-    def per_run_step(self, params, grads, m, v, steps, lr: Tensor, beta1, beta2, eps) -> None:
-        """Adam with run k's own rate lr[k] and step count steps[.][k]: torch's Adam
-        update (its fused kernel's order of operations), each per-run scalar broadcast
-        over its run's slice, in a handful of foreach calls over all the runs at once.
-        One fused call per run's slices cost ~25% of a 16-run PQN iteration here."""
-        torch._foreach_add_(steps, 1)
-        step = steps[0]  # every parameter of a group steps together, run by run
-        bias1, bias2 = 1 - beta1**step, 1 - beta2**step
-        step_size, bias2_sqrt = lr / bias1, bias2.sqrt()
-
-        def per_param(x: Tensor) -> list[Tensor]:  # [N] as [N, 1, ...] for each parameter
-            return [x.view(-1, *([1] * (p.dim() - 1))) for p in params]
-
-        torch._foreach_lerp_(m, grads, 1 - beta1)
-        torch._foreach_mul_(v, beta2)
-        torch._foreach_addcmul_(v, grads, grads, 1 - beta2)
-        denom = torch._foreach_sqrt(v)
-        torch._foreach_div_(denom, per_param(bias2_sqrt))
-        torch._foreach_add_(denom, eps)
-        update = torch._foreach_div(m, denom)
-        torch._foreach_mul_(update, per_param(step_size))
-        torch._foreach_sub_(params, update)
+            # a rate and a step count per run (private.per_run_adam_ says how)
+            per_run_adam_(params, grads, m, v, steps, lr, beta1, beta2, group["eps"])
