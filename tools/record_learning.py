@@ -23,7 +23,7 @@ Long runs:
   The record's wall_time_s is the run's training time over all its legs.
 
     python tools/record_learning.py minatar_breakout_dqn --seeds 0 1 2 3 4 --group \
-        --resume -- compile=full trainer.checkpoint_interval=50000
+        --resume -- trainer.checkpoint_interval=50000
 """
 
 from __future__ import annotations
@@ -77,8 +77,7 @@ def main(argv=None) -> int:
     outs = {p: ROOT / (args.out or f"docs/bench/agents/{family(p)}") for p in args.presets}
     for out in outs.values():
         out.mkdir(parents=True, exist_ok=True)
-    seeds = sorted(args.seeds)
-    groups = [seeds] if args.group else [[s] for s in args.seeds]
+    groups = [sorted(args.seeds)] if args.group else [[s] for s in args.seeds]
     queue = [(preset, group) for preset in args.presets for group in groups]
     running: list[tuple[str, list[int], Path, float, subprocess.Popen]] = []
     failed = 0

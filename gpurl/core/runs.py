@@ -396,11 +396,23 @@ class RunAdam(torch.optim.Optimizer):
             v = [self.state[p]["exp_avg_sq"] for p in params]
             steps = [self.state[p]["step"] for p in params]
             beta1, beta2 = group["betas"]
-            lr = group["lr"]
-            options = dict(amsgrad=False, beta1=beta1, beta2=beta2, weight_decay=0.0)
-            options.update(eps=group["eps"], maximize=False, fused=True)
-            if not self.per_run:
-                adam(params, grads, m, v, [], steps, lr=lr, **options)
+            lr, eps = group["lr"], group["eps"]
+            if self.per_run:  # a rate and a step count per run (private.per_run_adam_)
+                per_run_adam_(params, grads, m, v, steps, lr, beta1, beta2, eps)
                 continue
-            # a rate and a step count per run (private.per_run_adam_ says how)
-            per_run_adam_(params, grads, m, v, steps, lr, beta1, beta2, group["eps"])
+            adam(
+                params,
+                grads,
+                m,
+                v,
+                [],
+                steps,
+                lr=lr,
+                beta1=beta1,
+                beta2=beta2,
+                eps=eps,
+                weight_decay=0.0,
+                amsgrad=False,
+                maximize=False,
+                fused=True,
+            )
