@@ -220,10 +220,8 @@ def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(
     targets = agent.compute_targets(rollout, trainer.collector.obs)
     trainer._allocate(rollout, targets)
     trainer.shuffle()
-    envs = trainer.perm[:2]
-    for src, dst in zip(trainer._sources, trainer._targets, strict=True):
-        torch.index_select(src, 1, envs, out=dst)
-    batch = trainer._minibatch
+    envs = trainer.perm[:2]  # whole rollouts (agent.sequence_length=null): env = sequence
+    batch = trainer.fill_minibatch(0)
     assert batch.batch_size == (40, 2)
     torch.testing.assert_close(batch.get(RECURRENT_STATE)[0], rollout.get(RECURRENT_STATE)[0, envs])
     done = rollout.get(("next", "done")).reshape(rollout.shape)
@@ -236,6 +234,57 @@ def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(
         log_prob, _ = agent.actor.evaluate(obs, batch.get("action"))
         torch.testing.assert_close(log_prob, batch.get(LOG_PROB))
         torch.testing.assert_close(agent.critic(obs), batch.get(VALUE))
+
+
+def test_shorter_sequences_start_from_the_states_the_rollout_stored_there(tmp_path):
+    """agent.sequence_length=10 cuts a 40-step rollout of 4 envs into 16 sequences: each
+    minibatch column is steps [10 k, 10 k + 10) of one env, beginning at the state the
+    rollout stored at step 10 k, each sequence once per pass; replaying the core from
+    there gives back the log-probs and values the policy acted with."""
+    trainer = small(tmp_path, "agent.sequence_length=10", envs=4, steps=40)
+    agent = trainer.agent
+    trainer.collector.rollout()
+    rollout = trainer.collector.rollout()
+    stored = rollout.get(RECURRENT_STATE)
+    assert stored[10::10].abs().amax(-1).gt(0).all()  # later starts: states of their own
+    targets = agent.compute_targets(rollout, trainer.collector.obs)
+    trainer._allocate(rollout, targets)
+    trainer.shuffle()
+    dealt = []
+    for i in range(trainer.minibatches):
+        batch = trainer.fill_minibatch(i)
+        assert batch.batch_size == (10, 8)
+        for j, seq in enumerate(trainer.perm[i * 8 : (i + 1) * 8].tolist()):
+            k, env = divmod(seq, 4)
+            steps = slice(10 * k, 10 * k + 10)
+            torch.testing.assert_close(batch.get(RECURRENT_STATE)[:, j], stored[steps, env])
+            torch.testing.assert_close(batch.get("action")[:, j], rollout.get("action")[steps, env])
+            dealt.append((k, env))
+        with torch.no_grad():
+            out = agent.core.sequence(
+                agent.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
+            )
+            obs = batch.clone(False).set("features", out)
+            log_prob, _ = agent.actor.evaluate(obs, batch.get("action"))
+            torch.testing.assert_close(log_prob, batch.get(LOG_PROB))
+            torch.testing.assert_close(agent.critic(obs), batch.get(VALUE))
+    assert sorted(dealt) == [(k, env) for k in range(4) for env in range(4)]
+
+
+def test_the_whole_rollout_as_one_sequence_trains_as_before(tmp_path):
+    """agent.sequence_length equal to trainer.rollout_steps is the default (null): the
+    same minibatches, the same weights after two iterations, bit for bit."""
+    weights = []
+    for i, extra in enumerate(([], ["agent.sequence_length=8"])):
+        torch.manual_seed(0)
+        trainer = small(tmp_path / str(i), "seed=3", *extra)
+        trainer.iteration()
+        trainer.iteration()
+        weights.append(
+            [p.detach().clone() for p in trainer.agent.optimizer.param_groups[0]["params"]]
+        )
+    for a, b in zip(*weights, strict=True):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("critic_recurrent", [False, True], ids=["shared", "critic_own"])
@@ -358,11 +407,23 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
     [
         (["trainer.num_seeds=2"], "one seed per process"),
         (["compile.policy=true"], "compile.cudagraphs=false and compile.policy=false"),
-        (["agent.minibatches=8"], "does not divide env.num_envs=4"),
+        (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
+        (["agent.sequence_length=3"], "does not divide trainer.rollout_steps=8"),
+        (["agent.sequence_length=4", "agent.minibatches=16"], "does not divide the 8 sequences"),
         (["env.max_episode_steps=20"], "single-agent envs"),
         (["agent.recurrent=null", "agent.critic_recurrent=true"], "set agent.recurrent"),
+        (["agent.recurrent=null", "agent.sequence_length=4"], "cuts a recurrent agent's"),
     ],
-    ids=["num_seeds", "compile_policy", "minibatches", "multi_robot", "critic_alone"],
+    ids=[
+        "num_seeds",
+        "compile_policy",
+        "minibatches",
+        "sequence_length",
+        "sequence_minibatches",
+        "multi_robot",
+        "critic_alone",
+        "sequence_alone",
+    ],
 )
 def test_what_recurrent_agents_refuse_in_one_line(tmp_path, overrides, message):
     env = "marinenav" if "single" in message else "cartpole"

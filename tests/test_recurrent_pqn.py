@@ -47,10 +47,7 @@ def test_minibatches_replay_the_acting_pass_max_q(tmp_path):
     assert sorted(targets.keys()) == ["done", "value_target"]
     trainer._allocate(rollout, targets)
     trainer.shuffle()
-    envs = trainer.perm[:2]
-    for src, dst in zip(trainer._sources, trainer._targets, strict=True):
-        torch.index_select(src, 1, envs, out=dst)
-    batch = trainer._minibatch
+    batch = trainer.fill_minibatch(0)
     assert batch.batch_size == (40, 2)
     done = rollout.get(("next", "done")).reshape(rollout.shape)
     assert done.any()  # the sequences cross episode ends, where the state restarts
@@ -110,7 +107,7 @@ def test_recurrent_null_builds_pqn_as_before(tmp_path):
     [
         (["trainer.num_seeds=2"], "one seed per process"),
         (["compile.policy=true"], "compile.cudagraphs=false and compile.policy=false"),
-        (["agent.minibatches=8"], "does not divide env.num_envs=4"),
+        (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
     ],
     ids=["num_seeds", "compile_policy", "minibatches"],
 )

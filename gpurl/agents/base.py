@@ -190,8 +190,8 @@ class Agent:
                 "per run: drop trainer.num_seeds, or agent.encoder.normalize"
             )
 
-    #: acts through a recurrent core and learns from sequences: whole env sequences
-    #: [T, envs] on-policy (trainers/on_policy.py), replayed ones off-policy
+    #: acts through a recurrent core and learns from sequences: pieces of the rollout
+    #: [L, n] on-policy (trainers/on_policy.py), replayed ones off-policy
     #: (trainers/sequence_replay.py)
     recurrent: bool = False
 
@@ -366,6 +366,8 @@ class OnPolicyAgent(Agent):
             if value < 1:
                 raise ConfigError(f"agent.{key} must be >= 1, got {value}")
         self.bootstrap_truncated = bool(cfg.bootstrap_truncated)
+        # with a recurrent core: steps per replayed sequence (None: the whole rollout)
+        self.sequence_length = cfg.get("sequence_length")
         self.gamma = self.runs.value("gamma", cfg.gamma, info.device)  # or [N] per run
         # the learning rate the optimizer reads, annealed in place: [] (or [N], one per
         # run, with trainer.per_seed.lr)

@@ -43,6 +43,18 @@ def recurrent_hidden_key():
     return key(128, "the recurrent layer's hidden units", ge=1)
 
 
+def rollout_sequence_key():
+    """agent.sequence_length of the on-policy agents: how long the sequences their
+    recurrent core is replayed over are (trainers/on_policy.py)."""
+    return key(
+        None,
+        "with agent.recurrent: steps per trained sequence, each replayed from the state the "
+        "rollout stored at its first step; must divide trainer.rollout_steps; null = the "
+        "whole rollout. Shorter sequences replay faster; no gradient crosses their starts",
+        ge=1,
+    )
+
+
 def tau_key(default: float = 0.005):
     return key(default, "Polyak rate per update: target += tau (online - target)", gt=0, le=1)
 

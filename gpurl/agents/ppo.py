@@ -32,9 +32,10 @@ whose trunks read the core's output (CleanRL's ppo_atari_lstm.py; agent.shared_e
 is then implied), or with agent.critic_recurrent a layer each (the core in two parts,
 each trunk reading its own). The acting policy carries the hidden state per env and
 writes the state each step began with into the rollout (RECURRENT_STATE); the trainer
-deals whole env sequences [T, envs / minibatches] to the minibatches
-(trainers/on_policy.py), and `learn` replays the core over each from the stored state
-at the rollout's first step, zeroing it after every step where the episode ended. The
+deals whole sequences to the minibatches, each env's rollout or pieces of
+agent.sequence_length steps of it (trainers/on_policy.py), and `learn` replays the core
+over each from the state stored at its first step, zeroing it after every step where
+the episode ended. The
 bootstrap values of the next observations are read off the stored states in one batched
 step (`next_values`).
 
@@ -64,6 +65,7 @@ from gpurl.agents.config import (
     max_grad_norm_key,
     recurrent_hidden_key,
     recurrent_key,
+    rollout_sequence_key,
 )
 from gpurl.core.compile import EAGER
 from gpurl.core.config import declare, key
@@ -218,6 +220,7 @@ class ActorCriticConfig(OnPolicyConfig):
         "trained by backpropagation through the rollout"
     )
     recurrent_hidden: int = recurrent_hidden_key()
+    sequence_length: int | None = rollout_sequence_key()
     critic_recurrent: bool = key(
         False,
         "with agent.recurrent: the critic gets a recurrent layer of its own beside the "
@@ -441,7 +444,7 @@ class PPOAgent(OnPolicyAgent):
             weight = balance_runs(weight, self.runs.n)
         if self.core is None:
             obs = with_features(self.encoder, batch)
-        else:  # whole sequences [T, envs]: the core replayed from the stored first state
+        else:  # whole sequences [L, n]: the core replayed from the stored first state
             out = self.core.sequence(
                 self.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
             )

@@ -22,8 +22,9 @@ from the final observation) need an extra pass.
 
 Recurrent PQN (agent.recurrent=lstm | gru): encoder -> one recurrent core
 (policies/recurrent.py) -> the Q head, as recurrent PPO builds its trunk. The acting
-pass stores the state each step began with; minibatches are whole env sequences
-[T, envs / minibatches] (trainers/on_policy.py), and the core is replayed over each
+pass stores the state each step began with; minibatches are whole sequences, each
+env's rollout or pieces of agent.sequence_length steps (trainers/on_policy.py), and
+the core is replayed over each
 from its stored first state, the state zeroed after every step that ended an episode.
 The Q(lambda) targets are unchanged: max_a Q(s_t, a) was computed by the acting pass
 with the state it acted with.
@@ -52,6 +53,7 @@ from gpurl.agents.config import (
     max_grad_norm_key,
     recurrent_hidden_key,
     recurrent_key,
+    rollout_sequence_key,
 )
 from gpurl.agents.dqn import masked_q
 from gpurl.core.compile import EAGER
@@ -91,9 +93,10 @@ class PQNConfig(EpsilonGreedyKeys, OnPolicyConfig):
     max_grad_norm: float | None = max_grad_norm_key(10.0)
     recurrent: str | None = recurrent_key(
         "between the encoder and the Q head; trained by backpropagation through the "
-        "rollout, minibatches of whole env sequences"
+        "rollout, minibatches of whole sequences (agent.sequence_length)"
     )
     recurrent_hidden: int = recurrent_hidden_key()
+    sequence_length: int | None = rollout_sequence_key()
     encoder: EncoderConfig = encoder_key()
 
 
@@ -197,7 +200,7 @@ class PQNAgent(OnPolicyAgent):
         cfg = self.cfg
         action = batch.get(self.info.action_key).long().unsqueeze(-1)
         obs = batch
-        if self.core is not None:  # whole sequences [T, envs] from the stored first state
+        if self.core is not None:  # whole sequences [L, n] from the stored first state
             out = self.core.sequence(
                 self.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
             )

@@ -10,11 +10,12 @@ rest of the loop is trainers/base.py). It trains OnPolicyAgents (agents/base.py)
         agent.epochs passes over a device permutation of the T x num_envs samples,
         split in agent.minibatches; agent.update(minibatch, progress) each
 
-A recurrent agent (agent.recurrent: agent.recurrent_hidden units) learns from whole
-sequences: each pass deals a device permutation of the num_envs envs to the
-minibatches, agent.minibatches envs' worth each, and a minibatch is the rollout's T steps
-of its envs, [T, num_envs / minibatches] (its stored hidden states and done flags
-included: the agent replays its core from the first step's state).
+A recurrent agent (agent.recurrent: agent.recurrent_hidden units) learns from
+sequences: the rollout's T steps of each env cut into T / L sequences of L =
+agent.sequence_length steps (the whole rollout when null), each pass dealing a device
+permutation of the num_envs x T / L sequences to the minibatches, and a minibatch
+[L, num_envs x T / L / minibatches] (its stored hidden states and done flags included:
+the agent replays its core from the state stored at each sequence's first step).
 
 On a multi-robot env a sample is one (step, env) pair with all of its robots: entries
 keep their group dim, [minibatch, R, ...], and the agent masks the robots that were not
@@ -54,13 +55,14 @@ class OnPolicyTrainer(Trainer):
             )
         self.minibatch_size = self.frames_per_batch // self.minibatches
         self.sequences = agent.recurrent
-        if self.sequences and num_envs % self.minibatches:
-            raise ConfigError(
-                f"agent.minibatches={self.minibatches} does not divide env.num_envs="
-                f"{num_envs}: a recurrent agent's minibatches are whole env sequences; "
-                f"pick a divisor"
-            )
         self.num_envs = num_envs
+        if self.sequences:
+            self._check_sequences(agent.sequence_length)
+        elif agent.sequence_length is not None:
+            raise ConfigError(
+                f"agent.sequence_length={agent.sequence_length} cuts a recurrent agent's "
+                f"rollouts: set agent.recurrent=lstm or gru too, or drop it"
+            )
         # N runs (core/runs.py): each minibatch holds minibatch_size / N rows of every
         # run, drawn from that run's own envs, run-major
         self.n_runs = progress.runs.n
@@ -84,6 +86,24 @@ class OnPolicyTrainer(Trainer):
         agent.set_horizon(int(cfg.total_frames))
         self._batch: TensorDict | None = None
         self.targets: TensorDict | None = None  # the last rollout's, from the agent
+
+    def _check_sequences(self, length: int | None) -> None:
+        """The recurrent minibatches' shape: self.seq_steps steps of self.seq_count
+        sequences in all (agent.sequence_length, module docstring)."""
+        self.seq_steps = self.steps if length is None else int(length)
+        if self.seq_steps < 1 or self.steps % self.seq_steps:
+            raise ConfigError(
+                f"agent.sequence_length={length} does not divide trainer.rollout_steps="
+                f"{self.steps}: pick a divisor, or null for the whole rollout"
+            )
+        self.seq_count = self.num_envs * (self.steps // self.seq_steps)
+        if self.seq_count % self.minibatches:
+            whole = "env.num_envs" if length is None else "env.num_envs x rollout_steps / L"
+            raise ConfigError(
+                f"agent.minibatches={self.minibatches} does not divide the {self.seq_count} "
+                f"sequences of a rollout ({whole}): a recurrent agent's minibatches are "
+                f"whole sequences; pick a divisor"
+            )
 
     def _allocate(self, batch: TensorDict, targets: TensorDict) -> None:
         """Flat views [T x N] of what minibatches carry, and the minibatch buffers."""
@@ -114,22 +134,41 @@ class OnPolicyTrainer(Trainer):
         self._targets = [self._minibatch.get(k) for k in self._keys]
 
     def _allocate_sequences(self, batch: TensorDict, targets: TensorDict) -> None:
-        """A recurrent agent's minibatch buffers [T, num_envs / minibatches], filled from
-        the rollout's [T, num_envs] entries and targets along the env dim."""
-        self.perm = torch.empty(self.num_envs, dtype=torch.long, device=self.device)
+        """A recurrent agent's minibatch buffers [L, sequences / minibatches], filled by
+        one index_select per entry from the rollout's [T, num_envs] entries and targets
+        seen flat, [T x num_envs] (`shuffle` computes the rows)."""
+        steps, count = self.seq_steps, self.seq_count
+        per = count // self.minibatches
+        self.perm = torch.empty(count, dtype=torch.long, device=self.device)
+        # the flat rows of minibatch i, step-major: [minibatches, L x per]
+        self._rows = torch.empty(
+            self.minibatches, steps * per, dtype=torch.long, device=self.device
+        )
+        # step t of a sequence lies t x num_envs rows after its first
+        self._step_rows = torch.arange(steps, device=self.device).unsqueeze(1) * self.num_envs
         keys = [*self.agent.policy.in_keys, *self.agent.policy.out_keys]
         sources = {k: batch.get(k) for k in keys} | {k: targets.get(k) for k in targets.keys()}
         self._keys = list(sources)
-        self._sources = list(sources.values())
-        envs = self.num_envs // self.minibatches
+        # views (not copies) of the buffers the collector and the agent refill each time
+        self._sources = [v.view(-1, *v.shape[2:]) for v in sources.values()]
         self._minibatch = TensorDict(
             {
-                k: torch.empty((self.steps, envs, *v.shape[2:]), dtype=v.dtype, device=v.device)
+                k: torch.empty((steps, per, *v.shape[2:]), dtype=v.dtype, device=v.device)
                 for k, v in sources.items()
             },
-            batch_size=[self.steps, envs],
+            batch_size=[steps, per],
         )
-        self._targets = [self._minibatch.get(k) for k in self._keys]
+        self._targets = [self._minibatch.get(k).view(-1, *v.shape[2:]) for k, v in sources.items()]
+
+    def fill_minibatch(self, i: int) -> TensorDict:
+        """Minibatch i of the current pass (after `shuffle`), gathered into its buffers."""
+        if self.sequences:
+            index = self._rows[i]
+        else:
+            index = self.perm[i * self.minibatch_size : (i + 1) * self.minibatch_size]
+        for src, dst in zip(self._sources, self._targets, strict=True):
+            torch.index_select(src, 0, index, out=dst)
+        return self._minibatch
 
     # -- the hot path -----------------------------------------------------------------------
     def iteration(self) -> None:
@@ -141,17 +180,10 @@ class OnPolicyTrainer(Trainer):
         if batch is not self._batch:  # the lean collector reuses one buffer: once
             self._allocate(batch, targets)
             self._batch = batch
-        # a minibatch: `size` rows of the flat rollout, or (sequences) `size` envs' columns
-        dim, size = (
-            (1, self.num_envs // self.minibatches) if self.sequences else (0, self.minibatch_size)
-        )
         for _ in range(self.epochs):
             self.shuffle()
             for i in range(self.minibatches):
-                index = self.perm[i * size : (i + 1) * size]
-                for src, dst in zip(self._sources, self._targets, strict=True):
-                    torch.index_select(src, dim, index, out=dst)
-                self.metrics.add(self.agent.update(self._minibatch, self.progress))
+                self.metrics.add(self.agent.update(self.fill_minibatch(i), self.progress))
                 self.progress.add_update()
         # after learning: the rollout was learnt with the statistics it was acted on with
         self.agent.observe(batch)
@@ -159,8 +191,14 @@ class OnPolicyTrainer(Trainer):
     def shuffle(self) -> None:
         """A device permutation of the rollout's rows into self.perm; with N runs, each
         run's rows shuffled among themselves and dealt run-major into every minibatch."""
-        if self.sequences:  # whole envs (one run: recurrent agents refuse num_seeds)
-            torch.randperm(self.num_envs, device=self.device, out=self.perm)
+        if self.sequences:  # whole sequences (one run: recurrent agents refuse num_seeds)
+            torch.randperm(self.seq_count, device=self.device, out=self.perm)
+            # sequence s holds env s % num_envs from step (s // num_envs) L on: its first
+            # row in the flat [T x num_envs] rollout is (s // num_envs) L num_envs + s % num_envs
+            envs, seq = self.num_envs, self.perm
+            start = (seq // envs) * (self.seq_steps * envs) + seq % envs
+            rows = start.view(self.minibatches, 1, -1) + self._step_rows  # [mb, L, per]
+            self._rows.copy_(rows.view(self.minibatches, -1))
             return
         if self.n_runs == 1:
             torch.randperm(self.frames_per_batch, device=self.device, out=self.perm)
