@@ -430,6 +430,9 @@ def test_many_seeds_refuses_what_it_cannot_do_in_one_line(tmp_path, overrides, m
     [
         ("dqn", "cartpole", ["trainer.init_random_frames=32", "trainer.batch_size=16"]),
         ("ppo", "pendulum", ["trainer.rollout_steps=8", "agent.minibatches=2"]),
+        # a rate per run: RunAdam's per-run step, which runs eagerly inside a compiled
+        # update on the CPU (core/runs.py says why)
+        ("pqn", "cartpole", ["trainer.rollout_steps=8", "trainer.per_seed.lr=[1e-3,3e-3]"]),
     ],
 )
 def test_compiled_stacked_update_matches_eager(tmp_path, agent, env, own):

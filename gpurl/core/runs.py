@@ -41,6 +41,8 @@ from torch import Tensor, nn
 from gpurl.core.private import per_run_adam_
 from gpurl.errors import ConfigError
 
+per_run_adam_eager = torch.compiler.disable(per_run_adam_)  # RunAdam.step says why
+
 
 class _RunMatmul(torch.autograd.Function):
     """h [N, B, in] @ weight[N, out, in]^T (+ bias [N, out]), with a backward that forms
@@ -398,7 +400,11 @@ class RunAdam(torch.optim.Optimizer):
             beta1, beta2 = group["betas"]
             lr, eps = group["lr"], group["eps"]
             if self.per_run:  # a rate and a step count per run (private.per_run_adam_)
-                per_run_adam_(params, grads, m, v, steps, lr, beta1, beta2, eps)
+                # under compile.update on the CPU it runs eagerly (a graph break):
+                # Inductor's C++ code generator fails on it inside the compiled step
+                # (torch 2.13: KeyError in its outer-loop fusion), not on its own
+                per_run = per_run_adam_eager if params[0].device.type == "cpu" else per_run_adam_
+                per_run(params, grads, m, v, steps, lr, beta1, beta2, eps)
                 continue
             adam(
                 params,
