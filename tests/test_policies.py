@@ -193,6 +193,37 @@ def test_tanh_gaussian_log_std_squashed_or_clamped():
         TanhGaussianActor(encoder(), 2, (16,), log_std="soft")
 
 
+def test_tanh_gaussian_epsilon_correction_is_sb3_s_and_stops_at_saturation():
+    """correction="epsilon": log N(u) - log(1 - tanh(u)^2 + 1e-6), by hand; the same draw
+    as the exact correction's wherever tanh is far from saturated, and a penalty that
+    stops growing with |u| where the exact one keeps growing."""
+    obs = TensorDict(observation=torch.randn(6, 3), batch_size=[6])
+    exact = TanhGaussianActor(encoder(), 2, (16,), log_std="clamp")
+    eps = TanhGaussianActor(encoder(), 2, (16,), log_std="clamp", correction="epsilon")
+    eps.load_state_dict(exact.state_dict())
+    with torch.no_grad():  # means 0 and 12 (saturated), std 1: both rows' draws
+        for actor in (exact, eps):
+            torch.nn.init.zeros_(actor.net[-1].weight)
+            actor.net[-1].bias.copy_(torch.tensor([0.0, 12.0, 0.0, 0.0]))
+    torch.manual_seed(3)
+    a_exact, lp_exact = exact.sample(obs)
+    torch.manual_seed(3)
+    a_eps, lp_eps = eps.sample(obs)
+    torch.manual_seed(3)
+    u = torch.tensor([0.0, 12.0]) + torch.randn(6, 2)
+    gauss = -0.5 * (u - torch.tensor([0.0, 12.0])).square() - 0.5 * math.log(2 * math.pi)
+    want = gauss.sum(-1) - torch.log(1 - torch.tanh(u).square() + 1e-6).sum(-1)
+    torch.testing.assert_close(a_eps, a_exact)
+    torch.testing.assert_close(lp_eps, want)
+    # dim 0 (u near 0) agrees; dim 1 (u near 12): exact adds ~2 |u| - 2 log 2 = 22.6,
+    # epsilon at most -log(1e-6) = 13.8
+    per_dim = lambda a: -torch.log(1 - a.square() + 1e-6)  # noqa: E731
+    assert per_dim(a_eps[:, 1]).max() <= 13.9
+    assert (lp_exact - lp_eps).min() > 5
+    with pytest.raises(ValueError, match="exact or epsilon"):
+        TanhGaussianActor(encoder(), 2, (16,), correction="sb3")
+
+
 def test_dueling_q_network_mean_advantage_is_value():
     torch.manual_seed(0)
     q = QNetwork(encoder(4), 3, (16,), dueling=True)

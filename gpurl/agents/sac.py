@@ -50,6 +50,13 @@ class SACConfig(ContinuousOffPolicyConfig):
         "starts near 1)",
         choices=("squash", "clamp"),
     )
+    squash_correction: str = key(
+        "exact",
+        "the log-probability's tanh correction log(1 - tanh(u)^2): exact (2 (log 2 - u - "
+        "softplus(-2u))) | epsilon (log(1 - tanh(u)^2 + 1e-6): Stable-Baselines3's and "
+        "CleanRL's, whose penalty on a saturated action stops growing past |u| ~ 7)",
+        choices=("exact", "epsilon"),
+    )
 
 
 @register("agent", "sac", SACConfig)
@@ -68,6 +75,7 @@ class SACAgent(OffPolicyAgent):
                 action_dim,
                 cfg.hidden,
                 log_std=cfg.get("log_std", "squash"),
+                correction=cfg.get("squash_correction", "exact"),
             )
         ).to(device)
         self.critic = runs.build(

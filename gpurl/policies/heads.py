@@ -106,7 +106,10 @@ class TanhGaussianActor(nn.Module):
 
     forward(obs) is the greedy action tanh(mean); sample(obs) draws a reparameterised
     action and its log-probability with the tanh change-of-variables correction
-    log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), which is exact and stable.
+    log(1 - tanh(u)^2): `correction="exact"` computes it as 2 (log 2 - u - softplus(-2u)),
+    exact and stable; `"epsilon"` as log(1 - tanh(u)^2 + 1e-6), Stable-Baselines3's and
+    CleanRL's, whose penalty on a saturated action stops growing (and its gradient
+    vanishes) once |u| passes about 7.
     """
 
     kind = "stochastic"
@@ -117,11 +120,15 @@ class TanhGaussianActor(nn.Module):
         action_dim: int,
         hidden: Sequence[int] = (256, 256),
         log_std: str = "squash",
+        correction: str = "exact",
     ):
         super().__init__()
         bounds = {"squash": (-5.0, 2.0), "clamp": (-20.0, 2.0)}
         if log_std not in bounds:
             raise ValueError(f"log_std must be squash or clamp, got {log_std!r}")
+        if correction not in ("exact", "epsilon"):
+            raise ValueError(f"correction must be exact or epsilon, got {correction!r}")
+        self.exact = correction == "exact"
         self.encoder = encoder
         self.net = mlp(encoder.out_features, 2 * action_dim, hidden)
         self.squash = log_std == "squash"
@@ -148,8 +155,12 @@ class TanhGaussianActor(nn.Module):
         noise = torch.randn_like(mean)
         u = mean + std * noise
         log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob = log_prob - (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
-        return torch.tanh(u), log_prob
+        action = torch.tanh(u)
+        if self.exact:
+            log_det = 2 * (math.log(2) - u - nn.functional.softplus(-2 * u))
+        else:
+            log_det = torch.log(1 - action.square() + 1e-6)
+        return action, log_prob - log_det.sum(-1)
 
 
 class Critic(nn.Module):
