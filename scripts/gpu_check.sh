@@ -88,10 +88,11 @@ if [[ $what == headline ]]; then
     step 40 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" --iterations $(big 10 2) \
       --warmup 2 ${graphs:+--set $graphs}
   done
-  # 4. recurrent PPO against feedforward (issue 42) at 1,024 envs; then the recurrent
-  # update through torch.compile with Inductor's CUDA graphs (recurrent agents refuse
+  # 4. recurrent PPO against feedforward (issue 42) at 1,024 envs; then 8-step sequences
+  # (a quarter of the sequential replay steps); then the recurrent update through
+  # torch.compile with Inductor's CUDA graphs (recurrent agents refuse
   # compile.cudagraphs, which would capture their acting too)
-  for core in "" "agent.recurrent=null agent.critic_recurrent=false" \
+  for core in "" "agent.recurrent=null agent.critic_recurrent=false" agent.sequence_length=8 \
     "compile.update=true $(big compile.mode=reduce-overhead "")"; do
     step 40 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
       --num-envs $(big 1024 8) --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \

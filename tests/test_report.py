@@ -60,6 +60,24 @@ def test_a_columns_where_narrows_the_rows_lines(tmp_path, monkeypatch):
     assert "| a | 1.0 | 2.0 |" in lines and "| b | 3.0 | - |" in lines
 
 
+def test_a_row_reads_a_list_of_files_as_one(tmp_path, monkeypatch):
+    """Seeds recorded on two days, in two files: one row, every seed, both files named."""
+    for name, seeds in (("day1.jsonl", (0, 1)), ("day2.jsonl", (2,))):
+        (tmp_path / name).write_text(
+            "\n".join(json.dumps({"seed": s, "ret": 10.0 * s, "device": "cpu"}) for s in seeds)
+        )
+    monkeypatch.setattr(report, "BENCH", tmp_path)
+    table = {
+        "file": ["day1.jsonl", "day2.jsonl"],
+        "label": "run",
+        "columns": [{"name": "return", "field": "ret", "fmt": "{:.0f}", "each": True}],
+        "rows": [{"label": "all"}],
+    }
+    lines = report.lines_table(table, {}, {})
+    assert "| all | 0, 10, 20 |" in lines
+    assert "docs/bench/day1.jsonl, docs/bench/day2.jsonl" in lines[-2]
+
+
 def test_a_runs_table_shows_the_iqm_and_the_published_figures(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -283,15 +283,18 @@ def lines_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
     head = [table.get("label", "")] + [c["name"] for c in columns]
     body, used, files = [], [], []
     for row in table["rows"]:
+        # `file`: one records file, or a list of them read as one (seeds run on two days)
         file = row.get("file", table.get("file"))
-        chosen = select(read_lines(file, cache), {**table.get("where", {}), **row.get("where", {})})
+        names = file if isinstance(file, list) else [file]
+        lines = [ln for name in names for ln in read_lines(name, cache)]
+        chosen = select(lines, {**table.get("where", {}), **row.get("where", {})})
         if not chosen:
             raise SystemExit(f"catalog: no line of {file} matches {row}")
         # a column's own `where` narrows the row's lines (a side per column, say)
         cells = [row["label"]] + [cell(select(chosen, c.get("where", {})), c) for c in columns]
         body.append(cells)
         used += chosen
-        files += [file] if file not in files else []
+        files += [name for name in names if name not in files]
         if row.get("id"):
             rows_by_id[row["id"]] = {"value": cells[1], "records": chosen}
     lines = _table(head, body)
