@@ -226,6 +226,12 @@ def test_minibatches_are_whole_env_sequences_that_replay_the_acting_pass(
     torch.testing.assert_close(batch.get(RECURRENT_STATE)[0], rollout.get(RECURRENT_STATE)[0, envs])
     done = rollout.get(("next", "done")).reshape(rollout.shape)
     torch.testing.assert_close(batch.get("done"), done[:, envs].float())
+    assert_replays_the_acting_pass(agent, batch)
+
+
+def assert_replays_the_acting_pass(agent, batch):
+    """The core replayed over minibatch `batch` from its stored first state gives back the
+    log-probs and values the policy stored while acting."""
     with torch.no_grad():
         out = agent.core.sequence(
             agent.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
@@ -260,14 +266,7 @@ def test_shorter_sequences_start_from_the_states_the_rollout_stored_there(tmp_pa
             torch.testing.assert_close(batch.get(RECURRENT_STATE)[:, j], stored[steps, env])
             torch.testing.assert_close(batch.get("action")[:, j], rollout.get("action")[steps, env])
             dealt.append((k, env))
-        with torch.no_grad():
-            out = agent.core.sequence(
-                agent.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
-            )
-            obs = batch.clone(False).set("features", out)
-            log_prob, _ = agent.actor.evaluate(obs, batch.get("action"))
-            torch.testing.assert_close(log_prob, batch.get(LOG_PROB))
-            torch.testing.assert_close(agent.critic(obs), batch.get(VALUE))
+        assert_replays_the_acting_pass(agent, batch)
     assert sorted(dealt) == [(k, env) for k in range(4) for env in range(4)]
 
 
