@@ -5,6 +5,12 @@ bottom row with none left. No difficulty ramp. Rules as MinAtar 1.0.15's breakou
 
 Channels: paddle, ball, trail (the ball's previous cell), brick.
 Minimal actions: no-op, left, right.
+
+The bricks are a bitboard, one int64 per env: bricks live on rows 1-3 only (a wall
+is never built elsewhere), so bit (row - 1) x 10 + column of 30 says whether that cell
+holds one. Hitting, clearing and refilling a brick are then a few integer ops per env,
+where a bool [B, 10, 10] grid cost passes over 100 cells per env (the compiled step at
+1,024 envs ran 1.1x slower with it); only the observation expands the bits.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, draw, lookup
+from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, lookup, point
 
 
 class BreakoutState(NamedTuple):
@@ -21,7 +27,7 @@ class BreakoutState(NamedTuple):
     ball_y: torch.Tensor  # int64 [B]
     ball_dir: torch.Tensor  # int64 [B]: 0 up-left, 1 up-right, 2 down-right, 3 down-left
     pos: torch.Tensor  # int64 [B]: the paddle's column
-    bricks: torch.Tensor  # bool [B, 10, 10]
+    bricks: torch.Tensor  # int64 [B]: bit (row - 1) x 10 + column set where a brick stands
     strike: torch.Tensor  # bool [B]: the ball struck a brick last step
     last_x: torch.Tensor  # int64 [B]
     last_y: torch.Tensor  # int64 [B]
@@ -35,16 +41,14 @@ _FLIP_Y = (3, 2, 1, 0)
 _FLIP_XY = (2, 3, 0, 1)
 
 
-def _fresh_bricks(batch: int, device) -> torch.Tensor:
-    bricks = torch.zeros((batch, SIZE, SIZE), dtype=torch.bool, device=device)
-    bricks[:, 1:4] = True
-    return bricks
+FIRST_ROW, ROWS = 1, 3  # the rows bricks stand on: 1, 2 and 3
+WALL = (1 << (ROWS * SIZE)) - 1  # every brick standing
 
 
 def init(batch: int, device) -> BreakoutState:
     zero = torch.zeros(batch, dtype=torch.int64, device=device)
     no = torch.zeros(batch, dtype=torch.bool, device=device)
-    return BreakoutState(zero, zero, zero, zero, _fresh_bricks(batch, device), no, zero, zero)
+    return BreakoutState(zero, zero, zero, zero, zero + WALL, no, zero, zero)
 
 
 def reset(state: BreakoutState, mask: torch.Tensor, u: torch.Tensor) -> BreakoutState:
@@ -55,7 +59,7 @@ def reset(state: BreakoutState, mask: torch.Tensor, u: torch.Tensor) -> Breakout
     d = torch.where(right, 3, 2)
     three = torch.full_like(x, 3)
     fresh = BreakoutState(
-        x, three, d, torch.full_like(x, 4), _fresh_bricks(len(x), x.device),
+        x, three, d, torch.full_like(x, 4), torch.full_like(x, WALL),
         torch.zeros_like(mask), x, three,
     )  # fmt: skip
     return BreakoutState(
@@ -79,17 +83,13 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
     d = torch.where(off_side, lookup(_FLIP_X, d), d)
 
     top = new_y < 0
-    flat = bricks.reshape(len(d), -1)
-    index = new_y.clamp_min(0) * SIZE + new_x
-    on_brick = ~top & flat.gather(1, index.unsqueeze(1)).squeeze(1)
+    in_wall = (new_y >= FIRST_ROW) & (new_y < FIRST_ROW + ROWS)
+    bit = torch.where(in_wall, (new_y - FIRST_ROW) * SIZE + new_x, 0)
+    on_brick = in_wall & ((bricks >> bit) & 1).bool()
     breaks = on_brick & ~strike
-    flat = flat.scatter(1, index.unsqueeze(1), (flat.gather(1, index.unsqueeze(1))
-                                                 & ~breaks.unsqueeze(1)))  # fmt: skip
+    bricks = bricks & ~(breaks.long() << bit)
     bottom = ~top & ~on_brick & (new_y == SIZE - 1)
-    refill = bottom & ~flat.any(1)
-    bricks = torch.where(
-        refill.reshape(-1, 1, 1), _fresh_bricks(len(d), d.device), flat.view_as(bricks)
-    )
+    bricks = torch.where(bottom & (bricks == 0), WALL, bricks)  # cleared: a new wall
     straight = bottom & (ball_x == pos)  # the ball came down onto the paddle's cell
     corner = bottom & ~straight & (new_x == pos)  # it meets the paddle's corner
     terminal = bottom & ~straight & ~corner
@@ -104,13 +104,13 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
 
 
 def observe(state: BreakoutState) -> torch.Tensor:
-    ten = torch.full_like(state.pos, SIZE - 1)
-    return draw(
-        (ten, state.pos),
-        (state.ball_y, state.ball_x),
-        (state.last_y, state.last_x),
-        state.bricks,
-    )
+    cell = torch.arange(SIZE * SIZE, device=state.pos.device) - FIRST_ROW * SIZE
+    in_wall = (cell >= 0) & (cell < ROWS * SIZE)
+    bits = state.bricks.unsqueeze(1) >> cell.clamp(0, ROWS * SIZE - 1)
+    bricks = (in_wall & (bits & 1).bool()).view(-1, SIZE, SIZE)
+    paddle = point(torch.full_like(state.pos, SIZE - 1), state.pos)
+    ball, trail = point(state.ball_y, state.ball_x), point(state.last_y, state.last_x)
+    return torch.stack((paddle, ball, trail, bricks), 1)
 
 
 GAME = Game(
