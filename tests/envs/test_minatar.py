@@ -316,9 +316,12 @@ def test_lean_core_is_lean_step_eagerly(game):
 def test_compiled_step_takes_the_games_inductor_options_under_the_callers():
     from gpurl.envs.compile import compile_lean_step
 
-    env = _env("breakout")
+    env = _env("asterix")
     assert env.lean_core().inductor_options == {"cpp.simdlen": 1}  # scalar loops on CPU
     assert compile_lean_step(env).kwargs == {"options": {"cpp.simdlen": 1}}
+    # a game's own options on top (Breakout's: realize longer expressions first)
+    breakout = {"cpp.simdlen": 1, "realize_opcount_threshold": 2}
+    assert _env("breakout").lean_core().inductor_options == breakout
     mine = compile_lean_step(env, options={"cpp.simdlen": 8, "max_autotune": False})
     assert mine.kwargs == {"options": {"cpp.simdlen": 8, "max_autotune": False}}
     assert compile_lean_step(env, backend="dynamo").kwargs == {}  # Inductor options only

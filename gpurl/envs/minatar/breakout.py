@@ -123,4 +123,9 @@ GAME = Game(
     reset=reset,
     step=step,
     observe=observe,
+    # Inductor inlines the ball's and paddle's positions into every cell of the
+    # observation; realizing any expression of more than two ops first made the compiled
+    # step 1.1-1.2x faster here (1,024 and 8,192 envs, one thread) and slower on the
+    # other games
+    inductor_options={"realize_opcount_threshold": 2},
 )

@@ -4,7 +4,7 @@ small batched helpers for drawing objects on the 10 x 10 grid."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,6 +24,8 @@ class Game:
                                    u [B, step_noise] uniforms, `ramp` a Python flag;
                                    returns (state, reward [B] float, terminal [B] bool)
     observe(state)                 bool [B, channels, 10, 10]
+    inductor_options               Inductor config for this game's compiled step on the
+                                   CPU, over the options every game shares (lean_core)
     """
 
     name: str
@@ -35,6 +37,7 @@ class Game:
     reset: Callable
     step: Callable
     observe: Callable
+    inductor_options: dict = field(default_factory=dict)
 
 
 def cells(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> torch.Tensor:
