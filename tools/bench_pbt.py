@@ -23,6 +23,16 @@ Sides (R = --runs, 16 by default; C = --cores, 2 by default):
 gpurl's sides run with threads=C. wall_s is the whole command's wall clock (start-up
 and, for Ray, its own processes included: what a researcher waits). Each record has
 every run's final evaluation and their IQM and mean with 95% bootstrap intervals.
+
+    python tools/bench_pbt.py --summarize docs/bench/pbt/pbt_pqn_cartpole_cpu_*.jsonl
+
+pools the records' populations (one record per side and population seed; a later record
+of the same side and seed replaces an earlier one) into one JSON record: per side, every
+run's final return over all populations, their IQM and mean with 95% intervals from a
+two-level bootstrap (populations resampled, then runs within each), the runs at the
+side's best score and the total wall time; per pair of sides on the same populations,
+the IQM difference with its interval (populations resampled together) and the wall-time
+ratio, in all and per population.
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpurl.core.config import plain_keys  # noqa: E402
 from gpurl.trainers.pbt import initial_values  # noqa: E402
-from gpurl.utils.aggregate import aggregate  # noqa: E402
+from gpurl.utils.aggregate import aggregate, iqm  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 QUIET = ["logger=none", "trainer.progress=false", "hydra/job_logging=disabled"]
@@ -253,6 +263,76 @@ def ray_side(task: dict, runs: int, seed: int, cores: int, extra) -> dict:
     }
 
 
+def _pooled_iqm(finals: dict, seeds: list, index: np.ndarray, rng) -> np.ndarray:
+    """The IQM of all runs of the populations `index` [reps, P] picks, each population's
+    runs resampled with replacement: [reps]."""
+    table = np.stack([finals[s] for s in seeds])  # [populations, runs]
+    reps, pops = index.shape
+    runs = table.shape[1]
+    picked = table[index]  # [reps, P, runs]
+    within = rng.integers(0, runs, size=(reps, pops, runs))
+    sample = np.take_along_axis(picked, within, axis=2).reshape(reps, -1)
+    return iqm(sample[..., None])
+
+
+def summarize(records: list[dict], reps: int = 2000, seed: int = 0) -> dict:
+    """The populations of `records` pooled per side, and each pair of sides compared on
+    the populations they share (the module docstring)."""
+    latest: dict[tuple, dict] = {}
+    for r in records:
+        latest[(r["side"], r["seed"])] = r
+    sides = sorted({side for side, _ in latest})
+    finals = {
+        side: {s: np.asarray(r["finals"], float) for (d, s), r in latest.items() if d == side}
+        for side in sides
+    }
+    walls = {side: {s: r["wall_s"] for (d, s), r in latest.items() if d == side} for side in sides}
+    tail = 2.5
+    out = {"tool": "bench_pbt", "summary": True, "task": records[0]["task"], "sides": {}}
+    for side in sides:
+        seeds = sorted(finals[side])
+        every = np.concatenate([finals[side][s] for s in seeds])
+        rng = np.random.default_rng(seed)
+        boot = _pooled_iqm(
+            finals[side], seeds, rng.integers(0, len(seeds), (reps, len(seeds))), rng
+        )
+        out["sides"][side] = {
+            "populations": seeds,
+            "runs": int(every.size),
+            "iqm": float(iqm(every[:, None])),
+            "iqm_ci": [float(v) for v in np.percentile(boot, [tail, 100 - tail])],
+            "mean": float(every.mean()),
+            "at_best": int((every >= every.max()).sum()),
+            "best": float(every.max()),
+            "wall_s": round(sum(walls[side][s] for s in seeds), 2),
+        }
+    out["pairs"] = {}
+    for a in sides:
+        for b in sides:
+            shared = sorted(set(finals[a]) & set(finals[b]))
+            if a >= b or not shared:
+                continue
+            rng = np.random.default_rng(seed)
+            index = rng.integers(0, len(shared), (reps, len(shared)))
+            diff = _pooled_iqm(finals[a], shared, index, rng) - _pooled_iqm(
+                finals[b], shared, index, rng
+            )
+            point = iqm(np.concatenate([finals[a][s] for s in shared])[:, None]) - iqm(
+                np.concatenate([finals[b][s] for s in shared])[:, None]
+            )
+            ratio = {s: round(walls[b][s] / walls[a][s], 2) for s in shared}
+            out["pairs"][f"{a} - {b}"] = {
+                "populations": shared,
+                "iqm_difference": float(point),
+                "iqm_difference_ci": [float(v) for v in np.percentile(diff, [tail, 100 - tail])],
+                "wall_ratio": round(
+                    sum(walls[b][s] for s in shared) / sum(walls[a][s] for s in shared), 2
+                ),
+                "wall_ratio_per_population": ratio,
+            }
+    return out
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", choices=sorted(TASKS), default="pqn_cartpole")
@@ -262,7 +342,20 @@ def main(argv=None) -> None:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--set", nargs="*", default=[], help="more overrides, every side")
     p.add_argument("--out", type=Path, help="append the records to this JSONL file")
+    p.add_argument(
+        "--summarize", nargs="+", type=Path, metavar="JSONL",
+        help="pool these records' populations (no run): one summary record",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.summarize:
+        records = [
+            json.loads(line)
+            for path in args.summarize
+            for line in path.read_text().splitlines()
+            if line.strip() and not json.loads(line).get("summary")
+        ]
+        emit(summarize(records), args.out)
+        return
     task = TASKS[args.task]
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     for side in args.sides:
