@@ -78,6 +78,24 @@ def test_a_row_reads_a_list_of_files_as_one(tmp_path, monkeypatch):
     assert "docs/bench/day1.jsonl, docs/bench/day2.jsonl" in lines[-2]
 
 
+def test_a_rows_at_reads_its_fields_under_a_path_of_one_summary_record(tmp_path, monkeypatch):
+    """One record holding every side (bench_pbt --summarize): a row per side."""
+    summary = {"sides": {"a": {"iqm": 1.0}, "b": {"iqm": 2.0}}, "pairs": {"a - b": {"d": -1.0}}}
+    (tmp_path / "s.jsonl").write_text(json.dumps(summary) + "\n")
+    monkeypatch.setattr(report, "BENCH", tmp_path)
+    table = {
+        "file": "s.jsonl",
+        "label": "side",
+        "columns": [{"name": "IQM", "field": "iqm", "fmt": "{:.1f}"}],
+        "rows": [{"label": "a", "at": "sides.a"}, {"label": "b", "at": "sides.b"}],
+    }
+    lines = report.lines_table(table, {}, {})
+    assert "| a | 1.0 |" in lines and "| b | 2.0 |" in lines
+    table["columns"] = [{"name": "d", "field": "d"}]
+    table["rows"] = [{"label": "a - b", "at": "pairs.a - b"}]
+    assert "| a - b | -1.0 |" in report.lines_table(table, {}, {})
+
+
 def test_a_runs_table_shows_the_iqm_and_the_published_figures(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     runs.mkdir()

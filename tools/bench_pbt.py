@@ -288,7 +288,13 @@ def summarize(records: list[dict], reps: int = 2000, seed: int = 0) -> dict:
     }
     walls = {side: {s: r["wall_s"] for (d, s), r in latest.items() if d == side} for side in sides}
     tail = 2.5
-    out = {"tool": "bench_pbt", "summary": True, "task": records[0]["task"], "sides": {}}
+    out = {"tool": "bench_pbt", "summary": True, "task": records[0]["task"]}
+    # the inputs' provenance, each field one value or the list of distinct ones
+    for key in ("commit", "date", "device", "device_name", "torch", "python", "torch_threads"):
+        seen = list(dict.fromkeys(r[key] for r in latest.values() if key in r))
+        if seen:
+            out[key] = seen[0] if len(seen) == 1 else seen
+    out["sides"] = {}
     for side in sides:
         seeds = sorted(finals[side])
         every = np.concatenate([finals[side][s] for s in seeds])

@@ -16,7 +16,8 @@ tables, and every table row points at records:
   date, commit and torch;
 - a `lines` table reads JSON-lines records (the bench and eval tools) and shows named
   fields of the lines a row's `where` selects (narrowed by a column's own `where`, if
-  it has one): one line as it is, several as mean ± sd.
+  it has one): one line as it is, several as mean ± sd. A row's `at` reads the fields
+  under that path of its lines (a summary record holding every side: `at: sides.pbt`).
 
 What a record does not carry reads "not recorded". The curves (PNG) are drawn from the
 per-evaluation history in write mode only; --check compares the text (pages and README
@@ -290,8 +291,11 @@ def lines_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
         chosen = select(lines, {**table.get("where", {}), **row.get("where", {})})
         if not chosen:
             raise SystemExit(f"catalog: no line of {file} matches {row}")
-        # a column's own `where` narrows the row's lines (a side per column, say)
-        cells = [row["label"]] + [cell(select(chosen, c.get("where", {})), c) for c in columns]
+        # a column's own `where` narrows the row's lines (a side per column, say); a
+        # row's `at` reads the columns' fields under that path (one record, many sides)
+        at = row.get("at")
+        cols = [{**c, "field": f"{at}.{c['field']}"} if at else c for c in columns]
+        cells = [row["label"]] + [cell(select(chosen, c.get("where", {})), c) for c in cols]
         body.append(cells)
         used += chosen
         files += [name for name in names if name not in files]

@@ -26,7 +26,15 @@ def test_summarize_pools_populations_and_pairs_sides_on_the_ones_they_share():
     from tools.bench_pbt import summarize
 
     def record(side, seed, finals, wall):
-        return {"task": "t", "side": side, "seed": seed, "finals": finals, "wall_s": wall}
+        return {
+            "task": "t",
+            "side": side,
+            "seed": seed,
+            "finals": finals,
+            "wall_s": wall,
+            "commit": "abc1234",
+            "date": f"2026-11-2{seed}",
+        }
 
     records = [
         record("pbt", 0, [0.0, 0.0, 0.0, 0.0], 99.0),  # replaced by the later seed-0 record
@@ -37,6 +45,8 @@ def test_summarize_pools_populations_and_pairs_sides_on_the_ones_they_share():
         record("fixed", 2, [1.0, 1.0, 1.0, 1.0], 5.0),  # shares no population with either
     ]
     out = summarize(records, reps=200)
+    assert out["commit"] == "abc1234"  # one value where the inputs agree, else the list
+    assert out["date"] == ["2026-11-20", "2026-11-21", "2026-11-22"]
     pbt, ray = out["sides"]["pbt"], out["sides"]["ray"]
     assert pbt["populations"] == [0, 1] and pbt["runs"] == 8
     assert pbt["iqm"] == 4.5  # the middle four of 1..8
