@@ -4,6 +4,7 @@ per (game, side, num_envs).
     python tools/bench_minatar.py                       # 5 games, 4 sides, 1 64 1024 8192 envs
     python tools/bench_minatar.py --games breakout seaquest --num-envs 64 1024
     python tools/bench_minatar.py --sides gpurl minatar --max-seconds-per-case 10
+    python tools/bench_minatar.py --sides floor memset --num-envs 1024 8192
     python tools/bench_minatar.py --steps 500 --repeats 5 --out docs/bench/envs/minatar.jsonl
 
 Sides (--sides; a side whose package is not importable is skipped with one line on
@@ -18,6 +19,14 @@ stderr, as is a game gymnax does not have):
            rng="counter": the step's noise drawn inside the compiled graph), compiled
            before timing (compile_seconds), with the game's own Inductor options (scalar
            loops on CPU); the actions drawn as on the gpurl side.
+  floor    what a compiled step of gpurl's design does at the least, with no game rules:
+           the sticky-action draw (a uniform per env from Inductor's generator) and the
+           game's observation, one cell per channel, drawn by comparing every cell with
+           a position that the action moves; compiled as the gpurl-compiled side is (the
+           game's Inductor options). Its steps/s bound the compiled step's from above.
+  memset   the observation's bytes written and nothing else (obs.zero_(), eager): what
+           the memory system allows, the floor of any implementation that returns a dense
+           bool observation.
   minatar  the reference NumPy package (minatar.Environment(game, sticky_action_prob=0.1,
            difficulty_ramping=True)), num_envs instances stepped in a Python loop, as a
            user batches it without a vector env: per env and step act(a), state(), and
@@ -71,7 +80,8 @@ import torch  # noqa: E402
 from tools.common import emit, environment_record, gpurl_commit  # noqa: E402
 
 GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
-SIDES = ("gpurl", "gpurl-compiled", "minatar", "gymnax")
+SIDES = ("gpurl", "gpurl-compiled", "floor", "memset", "minatar", "gymnax")
+DEFAULT_SIDES = ("gpurl", "gpurl-compiled", "minatar", "gymnax")
 GYMNAX_IDS = {
     "breakout": "Breakout-MinAtar",
     "asterix": "Asterix-MinAtar",
@@ -144,6 +154,52 @@ def gpurl_case(game: str, num_envs: int, seed: int, device: str, compiled: bool 
         "max_episode_steps": env.max_episode_steps,
     }
     versions = {"torch": torch.__version__, "torchrl": torchrl.__version__}
+    return Case(run, str(device), settings, versions, compile_seconds=compile_seconds)
+
+
+def floor_case(game: str, num_envs: int, seed: int, device: str, memset: bool) -> Case:
+    from gpurl.envs import make_env
+
+    device = torch.device(device)
+    cfg = {"name": "minatar", "game": game, "sticky_prob": STICKY, "difficulty_ramping": True}
+    env = make_env(cfg, device=device, seed=seed, num_envs=num_envs)
+    b, (c, h, w) = num_envs, env.observation_spec["observation"].shape[-3:]
+    n_actions = env.action_spec.space.n
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    obs = torch.zeros(b, c, h, w, dtype=torch.bool, device=device)
+    cells = torch.arange(h * w, device=device)
+    spread = torch.arange(c, device=device) * 7  # the channels' cells apart
+
+    def floor(pos, last, action):
+        act = torch.where(torch.rand(b, device=device) < STICKY, last, action)
+        pos = (pos + act.unsqueeze(1)) % (h * w)
+        return pos, act, (pos.unsqueeze(2) == cells).view(b, c, h, w)
+
+    carry = {
+        "pos": spread.expand(b, c).clone(),
+        "last": torch.zeros(b, dtype=torch.long, device=device),
+    }
+    compile_seconds = None
+    if not memset:
+        options = env.lean_core().inductor_options
+        t0 = time.perf_counter()
+        floor = torch.compile(floor, options=options)
+        floor(carry["pos"], carry["last"], carry["last"])
+        compile_seconds = time.perf_counter() - t0
+
+    def run(steps: int):
+        for _ in range(steps):
+            action = torch.randint(0, n_actions, (b,), generator=gen, device=device)
+            if memset:
+                obs.zero_()
+            else:
+                carry["pos"], carry["last"], _ = floor(carry["pos"], carry["last"], action)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    settings = {"sticky_action_prob": None if memset else STICKY, "channels": c}
+    versions = {"torch": torch.__version__}
     return Case(run, str(device), settings, versions, compile_seconds=compile_seconds)
 
 
@@ -239,6 +295,8 @@ def gymnax_case(game: str, num_envs: int, seed: int) -> Case:
 NEEDS = {
     "gpurl": ((), None),
     "gpurl-compiled": ((), None),
+    "floor": ((), None),
+    "memset": ((), None),
     "minatar": (("minatar",), "dev"),
     "gymnax": (("gymnax", "jax"), "peers"),
 }
@@ -258,6 +316,8 @@ def missing(side: str) -> str | None:
 def build(side: str, game: str, num_envs: int, args: argparse.Namespace) -> Case:
     if side in ("gpurl", "gpurl-compiled"):
         return gpurl_case(game, num_envs, args.seed, args.device, side == "gpurl-compiled")
+    if side in ("floor", "memset"):
+        return floor_case(game, num_envs, args.seed, args.device, side == "memset")
     if side == "minatar":
         return minatar_case(game, num_envs, args.seed)
     return gymnax_case(game, num_envs, args.seed)
@@ -316,7 +376,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--games", nargs="+", choices=GAMES, default=list(GAMES))
     p.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 1024, 8192])
-    p.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    p.add_argument(
+        "--sides",
+        nargs="+",
+        choices=SIDES,
+        default=list(DEFAULT_SIDES),
+        help="default: every side but the floors (floor, memset)",
+    )
     p.add_argument("--steps", type=int, default=500, help="measured steps per repeat")
     p.add_argument("--warmup", type=int, default=20, help="untimed steps first (at least 1)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats; figures: the median")
@@ -327,7 +393,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="cut the steps per repeat so a case's timed repeats fit in this many seconds"
         " (0: no cap)",
     )
-    p.add_argument("--device", default="cpu", help="the gpurl side's device (cpu, cuda[:N])")
+    p.add_argument(
+        "--device", default="cpu", help="the gpurl and floor sides' device (cpu, cuda[:N])"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="also append the records here")
     return p.parse_args(argv)

@@ -1,5 +1,5 @@
-"""tools/bench_minatar.py: a record per installed side, the NumPy side's resets and
-observations, the cap on the timed steps, the one-line skips."""
+"""tools/bench_minatar.py: a record per installed side, the floors, the NumPy side's
+resets and observations, the cap on the timed steps, the one-line skips."""
 
 import json
 import sys
@@ -18,7 +18,7 @@ def _records(out: str) -> list[dict]:
 
 SIDES = [
     pytest.param(side, marks=pytest.mark.slow) if side == "gpurl-compiled" else side  # compiles
-    for side in bench_minatar.SIDES
+    for side in bench_minatar.DEFAULT_SIDES
 ]
 
 
@@ -40,6 +40,20 @@ def test_an_installed_side_yields_a_record(side, tmp_path, capsys):
     assert all(record["versions"].values()) and record["torch_threads"] == 1
     assert "intra_op_parallelism_threads=1" in record["threads"]["xla_flags"]
     assert (record["compile_seconds"] is not None) == (side in ("gymnax", "gpurl-compiled"))
+
+
+@pytest.mark.parametrize("side", ["memset", pytest.param("floor", marks=pytest.mark.slow)])
+def test_the_floor_sides_write_the_games_observation(side, capsys):
+    """The floors are not in the default sides; each records the game's channel count,
+    the floor its compile time and sticky draw, memset neither."""
+    assert side not in bench_minatar.DEFAULT_SIDES
+    argv = ["--games", "seaquest", "--sides", side, *TINY]
+    assert bench_minatar.main(argv) == 0
+    (record,) = _records(capsys.readouterr().out)
+    assert (record["side"], record["settings"]["channels"]) == (side, 10)
+    assert record["steps_per_s"] > 0 and record["steps"] == 5
+    assert (record["compile_seconds"] is not None) == (side == "floor")
+    assert record["settings"]["sticky_action_prob"] == (0.1 if side == "floor" else None)
 
 
 def test_numpy_side_resets_ended_envs_and_observes(monkeypatch):
