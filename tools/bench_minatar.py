@@ -22,8 +22,9 @@ stderr, as is a game gymnax does not have):
   floor    what a compiled step of gpurl's design does at the least, with no game rules:
            the sticky-action draw (a uniform per env from Inductor's generator) and the
            game's observation, one cell per channel, drawn by comparing every cell with
-           a position that the action moves; compiled as the gpurl-compiled side is (the
-           game's Inductor options). Its steps/s bound the compiled step's from above.
+           a position that the action moves; compiled as the gpurl-compiled side is
+           (traced once, Inductor with the game's options, the counter generator's
+           hash for the draw). Its steps/s bound the compiled step's from above.
   memset   the observation's bytes written and nothing else (obs.zero_(), eager): what
            the memory system allows, the floor of any implementation that returns a dense
            bool observation.
@@ -158,7 +159,9 @@ def gpurl_case(game: str, num_envs: int, seed: int, device: str, compiled: bool 
 
 
 def floor_case(game: str, num_envs: int, seed: int, device: str, memset: bool) -> Case:
+    from gpurl.core.private import inductor_compile
     from gpurl.envs import make_env
+    from gpurl.envs.compile import CounterRNG
 
     device = torch.device(device)
     cfg = {"name": "minatar", "game": game, "sticky_prob": STICKY, "difficulty_ramping": True}
@@ -168,24 +171,28 @@ def floor_case(game: str, num_envs: int, seed: int, device: str, memset: bool) -
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     obs = torch.zeros(b, c, h, w, dtype=torch.bool, device=device)
+    rng = CounterRNG([(b,)], seed, device)
     cells = torch.arange(h * w, device=device)
-    spread = torch.arange(c, device=device) * 7  # the channels' cells apart
 
-    def floor(pos, last, action):
-        act = torch.where(torch.rand(b, device=device) < STICKY, last, action)
+    def floor(pos, last, counter, action, key, lanes, cells):
+        # as the compiled step draws its noise (rng="counter"): a hash of (step, env)
+        (u,) = CounterRNG.draws(key, counter, (lanes,))
+        act = torch.where(u < STICKY, last, action)
         pos = (pos + act.unsqueeze(1)) % (h * w)
-        return pos, act, (pos.unsqueeze(2) == cells).view(b, c, h, w)
+        return pos, act, counter + 1, (pos.unsqueeze(2) == cells).view(b, c, h, w)
 
-    carry = {
-        "pos": spread.expand(b, c).clone(),
-        "last": torch.zeros(b, dtype=torch.long, device=device),
-    }
+    state = [
+        (torch.arange(c, device=device) * 7).expand(b, c).contiguous(),  # channels apart
+        torch.zeros(b, dtype=torch.long, device=device),
+        rng.counter.clone(),
+    ]
+    fixed = (rng.key, rng.lanes[0], cells)
     compile_seconds = None
     if not memset:
-        options = env.lean_core().inductor_options
         t0 = time.perf_counter()
-        floor = torch.compile(floor, options=options)
-        floor(carry["pos"], carry["last"], carry["last"])
+        example = (*state, state[1], *fixed)
+        floor = inductor_compile(floor, example, env.lean_core().inductor_options)
+        floor(*example)
         compile_seconds = time.perf_counter() - t0
 
     def run(steps: int):
@@ -194,7 +201,7 @@ def floor_case(game: str, num_envs: int, seed: int, device: str, memset: bool) -
             if memset:
                 obs.zero_()
             else:
-                carry["pos"], carry["last"], _ = floor(carry["pos"], carry["last"], action)
+                state[:3] = floor(*state, action, *fixed)[:3]
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
