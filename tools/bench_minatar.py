@@ -20,9 +20,9 @@ stderr, as is a game gymnax does not have):
            before timing (compile_seconds), with the game's own Inductor options (scalar
            loops on CPU); the actions drawn as on the gpurl side.
   floor    what a compiled step of gpurl's design does at the least, with no game rules:
-           the sticky-action draw (a uniform per env from Inductor's generator) and the
-           game's observation, one cell per channel, drawn by comparing every cell with
-           a position that the action moves; compiled as the gpurl-compiled side is
+           the sticky-action draw (a uniform per env) and the game's observation, one
+           cell per channel at a position that the action moves, written as zeros and
+           one scatter of the set cells; compiled as the gpurl-compiled side is
            (traced once, Inductor with the game's options, the counter generator's
            hash for the draw). Its steps/s bound the compiled step's from above.
   memset   the observation's bytes written and nothing else (obs.zero_(), eager): what
@@ -172,21 +172,25 @@ def floor_case(game: str, num_envs: int, seed: int, device: str, memset: bool) -
     gen.manual_seed(seed)
     obs = torch.zeros(b, c, h, w, dtype=torch.bool, device=device)
     rng = CounterRNG([(b,)], seed, device)
-    cells = torch.arange(h * w, device=device)
+    offsets = torch.arange(c, device=device) * (h * w)  # channel k's cells start here
 
-    def floor(pos, last, counter, action, key, lanes, cells):
+    def floor(pos, last, counter, action, key, lanes, offsets):
         # as the compiled step draws its noise (rng="counter"): a hash of (step, env)
         (u,) = CounterRNG.draws(key, counter, (lanes,))
         act = torch.where(u < STICKY, last, action)
         pos = (pos + act.unsqueeze(1)) % (h * w)
-        return pos, act, counter + 1, (pos.unsqueeze(2) == cells).view(b, c, h, w)
+        # zeros, then one scatter of the set cells: ~5x faster compiled on this CPU than
+        # comparing every cell with the positions (the cheapest draw measured)
+        grid = torch.zeros(b, c * h * w, dtype=torch.bool, device=pos.device)
+        obs = grid.scatter(1, pos + offsets, True).view(b, c, h, w)
+        return pos, act, counter + 1, obs
 
     state = [
         (torch.arange(c, device=device) * 7).expand(b, c).contiguous(),  # channels apart
         torch.zeros(b, dtype=torch.long, device=device),
         rng.counter.clone(),
     ]
-    fixed = (rng.key, rng.lanes[0], cells)
+    fixed = (rng.key, rng.lanes[0], offsets)
     compile_seconds = None
     if not memset:
         t0 = time.perf_counter()

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, lookup, point
+from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, lookup
 
 
 class BreakoutState(NamedTuple):
@@ -104,13 +104,25 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
 
 
 def observe(state: BreakoutState) -> torch.Tensor:
-    cell = torch.arange(SIZE * SIZE, device=state.pos.device) - FIRST_ROW * SIZE
-    in_wall = (cell >= 0) & (cell < ROWS * SIZE)
-    bits = state.bricks.unsqueeze(1) >> cell.clamp(0, ROWS * SIZE - 1)
-    bricks = (in_wall & (bits & 1).bool()).view(-1, SIZE, SIZE)
-    paddle = point(torch.full_like(state.pos, SIZE - 1), state.pos)
-    ball, trail = point(state.ball_y, state.ball_x), point(state.last_y, state.last_x)
-    return torch.stack((paddle, ball, trail, bricks), 1)
+    # One scatter into zeros: the paddle's, ball's and trail's cells (always on the grid:
+    # the paddle and the ball are clamped to it) and the wall's 30 cells, each set where
+    # its bit is. Every index is a distinct cell, so the scatter has no collisions. The
+    # compiled step ran 1.46x faster than with each cell compared against the positions
+    # (1,024 envs, one thread), the eager one 1.6x.
+    n, wall = SIZE * SIZE, torch.arange(ROWS * SIZE, device=state.pos.device)
+    placed = torch.stack(
+        (
+            (SIZE - 1) * SIZE + state.pos,
+            n + state.ball_y * SIZE + state.ball_x,
+            2 * n + state.last_y * SIZE + state.last_x,
+        ),
+        1,
+    )
+    index = torch.cat((placed, (3 * n + FIRST_ROW * SIZE + wall).expand(len(placed), -1)), 1)
+    standing = ((state.bricks.unsqueeze(1) >> wall) & 1).bool()
+    src = torch.cat((torch.ones_like(placed, dtype=torch.bool), standing), 1)
+    grid = torch.zeros(len(placed), 4 * n, dtype=torch.bool, device=placed.device)
+    return grid.scatter(1, index, src).view(-1, 4, SIZE, SIZE)
 
 
 GAME = Game(
@@ -123,9 +135,7 @@ GAME = Game(
     reset=reset,
     step=step,
     observe=observe,
-    # Inductor inlines the ball's and paddle's positions into every cell of the
-    # observation; realizing any expression of more than two ops first made the compiled
-    # step 1.1-1.2x faster here (1,024 and 8,192 envs, one thread) and slower on the
-    # other games
+    # realizing any expression of more than two ops first made the compiled step
+    # 1.04-1.1x faster here (1,024 envs, one thread) and slower on the other games
     inductor_options={"realize_opcount_threshold": 2},
 )

@@ -46,26 +46,15 @@ def cells(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> t
     return draw((y, x, on))[:, 0]
 
 
-def point(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """bool [B, 10, 10] with cell (y, x) set for each env (y, x [B]; outside the grid sets
-    nothing), by comparing every cell with the position: one pass that a compiled step
-    writes straight into the observation, where `draw` scatters into a canvas and copies
-    it. Faster compiled where the position is cheap to compute (Breakout's paddle and
-    ball: its compiled step ~1.1x at 1,024 envs); slower where it is not, as Inductor
-    recomputes the position for each cell (Asterix's and Freeway's player: ~0.6x), so
-    each game chooses."""
-    inside = (y >= 0) & (y < SIZE) & (x >= 0) & (x < SIZE)
-    flat = torch.where(inside, y * SIZE + x, -1).unsqueeze(1)  # -1: no cell
-    return (flat == torch.arange(SIZE * SIZE, device=flat.device)).view(-1, SIZE, SIZE)
-
-
 def draw(*layers) -> torch.Tensor:
     """bool [B, len(layers), 10, 10], channel c drawn from layers[c]: a bool [B, 10, 10]
     grid, or positions (y, x) or (y, x, on), each [B] or [B, N] (broadcast together),
     whose cells are set where `on` is True; positions outside the grid set nothing.
 
     The positioned channels are drawn by one scatter into one canvas, not a scatter
-    each: an observation is drawn twice a step (the state reached, then after resets)."""
+    each: an observation is drawn twice a step (the state reached, then after resets).
+    A game whose cells never leave the grid can skip the spare cell and its copy, as
+    Breakout's observe does."""
     size = SIZE * SIZE
     drawn = [c for c, layer in enumerate(layers) if not isinstance(layer, torch.Tensor)]
     if not drawn:
