@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, lookup
+from gpurl.envs.minatar.grid import LEFT, NOOP, RIGHT, SIZE, Game, draw, lookup
 
 
 class BreakoutState(NamedTuple):
@@ -104,25 +104,17 @@ def step(state: BreakoutState, action: torch.Tensor, u: torch.Tensor, ramping: b
 
 
 def observe(state: BreakoutState) -> torch.Tensor:
-    # One scatter into zeros: the paddle's, ball's and trail's cells (always on the grid:
-    # the paddle and the ball are clamped to it) and the wall's 30 cells, each set where
-    # its bit is. Every index is a distinct cell, so the scatter has no collisions. The
-    # compiled step ran 1.46x faster than with each cell compared against the positions
-    # (1,024 envs, one thread), the eager one 1.6x.
-    n, wall = SIZE * SIZE, torch.arange(ROWS * SIZE, device=state.pos.device)
-    placed = torch.stack(
-        (
-            (SIZE - 1) * SIZE + state.pos,
-            n + state.ball_y * SIZE + state.ball_x,
-            2 * n + state.last_y * SIZE + state.last_x,
-        ),
-        1,
-    )
-    index = torch.cat((placed, (3 * n + FIRST_ROW * SIZE + wall).expand(len(placed), -1)), 1)
+    # The wall is drawn as positions too (its 30 cells, each on where its bit is): one
+    # scatter for the whole observation. The compiled step ran 1.6x faster than with
+    # every cell compared against the positions (1,024 envs, one thread).
+    wall = torch.arange(ROWS * SIZE, device=state.pos.device)
     standing = ((state.bricks.unsqueeze(1) >> wall) & 1).bool()
-    src = torch.cat((torch.ones_like(placed, dtype=torch.bool), standing), 1)
-    grid = torch.zeros(len(placed), 4 * n, dtype=torch.bool, device=placed.device)
-    return grid.scatter(1, index, src).view(-1, 4, SIZE, SIZE)
+    return draw(
+        (torch.full_like(state.pos, SIZE - 1), state.pos),
+        (state.ball_y, state.ball_x),
+        (state.last_y, state.last_x),
+        (FIRST_ROW + wall // SIZE, wall % SIZE, standing),
+    )
 
 
 GAME = Game(

@@ -53,8 +53,7 @@ def draw(*layers) -> torch.Tensor:
 
     The positioned channels are drawn by one scatter into one canvas, not a scatter
     each: an observation is drawn twice a step (the state reached, then after resets).
-    A game whose cells never leave the grid can skip the spare cell and its copy, as
-    Breakout's observe does."""
+    Compiled, this beats comparing every cell with the positions by several times."""
     size = SIZE * SIZE
     drawn = [c for c, layer in enumerate(layers) if not isinstance(layer, torch.Tensor)]
     if not drawn:
