@@ -67,12 +67,15 @@ def _thin_wave(env, refs):
     within the test."""
     import numpy as np
 
+    from gpurl.envs.minatar.space_invaders import grid
+
     game = env.env_state.game
-    aliens = game.aliens.clone()
+    aliens = game.aliens.clone()  # rows of bits: bit x of row y is cell (y, x)
     for i in range(env.num_envs):
-        aliens[i, :3] = False
-        aliens[i, 3, 2 + (i % 6) + 1 :] = False
-        refs[i].env.alien_map = aliens[i].numpy().astype(np.float64)
+        aliens[i, :3] = 0
+        aliens[i, 3] &= (1 << (2 + (i % 6) + 1)) - 1  # columns 2 .. 2 + i % 6 stay
+    for ref, cells in zip(refs, grid(aliens), strict=True):
+        ref.env.alien_map = cells.numpy().astype(np.float64)
     env.env_state = env.env_state._replace(game=game._replace(aliens=aliens))
 
 

@@ -40,12 +40,6 @@ class Game:
     inductor_options: dict = field(default_factory=dict)
 
 
-def cells(y: torch.Tensor, x: torch.Tensor, on: torch.Tensor | None = None) -> torch.Tensor:
-    """bool [B, 10, 10] with cell (y, x) set for each env, where `on` (bool [B]) is True;
-    y and x [B]. A position outside the grid sets nothing."""
-    return draw((y, x, on))[:, 0]
-
-
 def draw(*layers) -> torch.Tensor:
     """bool [B, len(layers), 10, 10], channel c drawn from layers[c]: a bool [B, 10, 10]
     grid, or positions (y, x) or (y, x, on), each [B] or [B, N] (broadcast together),

@@ -8,6 +8,10 @@ space_invaders.py.
 
 Channels: cannon, alien, alien moving left, alien moving right, cannon bullet, alien
 bullet. Minimal actions: no-op, left, right, fire.
+
+The aliens and both kinds of bullet are rows of bits, one int64 per row per env (bit x:
+column x): moving a block, shooting and hitting are integer ops on 10 rows per env
+instead of passes over a bool [B, 10, 10] grid; only the observation expands the bits.
 """
 
 from __future__ import annotations
@@ -16,19 +20,21 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import FIRE, LEFT, NOOP, RIGHT, SIZE, Game, cells, draw
+from gpurl.envs.minatar.grid import FIRE, LEFT, NOOP, RIGHT, SIZE, Game
 
 SHOT_COOL_DOWN = 5
 ENEMY_MOVE_INTERVAL = 12
 ENEMY_SHOT_INTERVAL = 10
 FASTEST_MOVE_INTERVAL = 6  # ramping stops here
+FULL_ROW = (1 << SIZE) - 1
+WAVE_ROW, WAVE_ROWS = 0b0011111100, 4  # a fresh wave: columns 2-7 of rows 0-3
 
 
 class SpaceInvadersState(NamedTuple):
     pos: torch.Tensor  # int64 [B]: the cannon's column
-    f_bullets: torch.Tensor  # bool [B, 10, 10]: the cannon's bullets
-    e_bullets: torch.Tensor  # bool [B, 10, 10]: the aliens' bullets
-    aliens: torch.Tensor  # bool [B, 10, 10]
+    f_bullets: torch.Tensor  # int64 [B, 10]: the cannon's bullets, a bit per column a row
+    e_bullets: torch.Tensor  # int64 [B, 10]: the aliens' bullets, the same way
+    aliens: torch.Tensor  # int64 [B, 10]: the aliens, the same way
     alien_dir: torch.Tensor  # int64 [B]: -1 left, +1 right
     move_interval: torch.Tensor  # int64 [B]: frames between the aliens' moves, at most
     move_timer: torch.Tensor  # int64 [B]
@@ -37,16 +43,30 @@ class SpaceInvadersState(NamedTuple):
     cool_down: torch.Tensor  # int64 [B]: frames until the cannon can shoot
 
 
-def _wave(batch: int, device) -> torch.Tensor:
-    aliens = torch.zeros((batch, SIZE, SIZE), dtype=torch.bool, device=device)
-    aliens[:, 0:4, 2:8] = True
-    return aliens
+def _wave(like: torch.Tensor) -> torch.Tensor:
+    """A fresh wave as rows [B, 10], for `like`'s batch ([B] int64)."""
+    rows = torch.arange(SIZE, device=like.device)
+    return torch.where(rows < WAVE_ROWS, WAVE_ROW, 0).expand(len(like), SIZE)
+
+
+def grid(rows: torch.Tensor) -> torch.Tensor:
+    """bool [..., 10, 10] of rows [..., 10] (bit x of row y: cell (y, x))."""
+    columns = torch.arange(SIZE, device=rows.device)
+    return ((rows.unsqueeze(-1) >> columns) & 1).bool()
+
+
+def _count(rows: torch.Tensor) -> torch.Tensor:
+    """The set bits of rows [B, 10], per env [B] (a 16-bit popcount per row)."""
+    x = rows - ((rows >> 1) & 0x5555)
+    x = (x & 0x3333) + ((x >> 2) & 0x3333)
+    x = (x + (x >> 4)) & 0x0F0F
+    return ((x + (x >> 8)) & 0x1F).sum(1)
 
 
 def init(batch: int, device) -> SpaceInvadersState:
     zero = torch.zeros(batch, dtype=torch.int64, device=device)
-    maps = torch.zeros((batch, SIZE, SIZE), dtype=torch.bool, device=device)
-    return SpaceInvadersState(zero, maps, maps, maps, zero - 1, *([zero] * 5))
+    rows = torch.zeros((batch, SIZE), dtype=torch.int64, device=device)
+    return SpaceInvadersState(zero, rows, rows, rows, zero - 1, *([zero] * 5))
 
 
 def _where(mask, new, old):
@@ -59,27 +79,28 @@ def _where(mask, new, old):
 def reset(state: SpaceInvadersState, mask: torch.Tensor, u: torch.Tensor):
     """A full wave, moving left; the cannon in column 5."""
     one = torch.ones_like(state.pos)
-    maps = torch.zeros_like(state.aliens)
+    rows = torch.zeros_like(state.aliens)
     fresh = SpaceInvadersState(
-        one * 5, maps, maps, _wave(len(one), one.device), -one, one * ENEMY_MOVE_INTERVAL,
+        one * 5, rows, rows, _wave(one), -one, one * ENEMY_MOVE_INTERVAL,
         one * ENEMY_MOVE_INTERVAL, one * ENEMY_SHOT_INTERVAL, one * 0, one * 0,
     )  # fmt: skip
     return SpaceInvadersState(*_where(mask, fresh, state))
 
 
-def _at(grid: torch.Tensor, y: int, x: torch.Tensor) -> torch.Tensor:
-    """grid[b, y, x[b]] for each env: bool [B]."""
-    return grid[:, y].gather(1, x.unsqueeze(1)).squeeze(1)
+def _at(rows: torch.Tensor, y: int, x: torch.Tensor) -> torch.Tensor:
+    """Cell (y, x[b]) of each env's rows: bool [B]."""
+    return ((rows[:, y] >> x) & 1).bool()
 
 
 def step(state: SpaceInvadersState, action: torch.Tensor, u: torch.Tensor, ramping: bool):
     (pos, f_bullets, e_bullets, aliens, alien_dir, move_interval, move_timer, shot_timer,
      ramp_index, cool_down) = state  # fmt: skip
-    batch = len(pos)
-    columns = torch.arange(SIZE, device=pos.device)
+    columns = torch.arange(SIZE, device=pos.device)  # also the row indices
+    bottom = columns == SIZE - 1
 
     fire = (action == FIRE) & (cool_down == 0)
-    f_bullets = f_bullets | (cells(torch.full_like(pos, SIZE - 1), pos) & fire.view(-1, 1, 1))
+    shot = torch.ones_like(pos) << pos  # the cannon's column as a row's bit
+    f_bullets = f_bullets | torch.where(bottom & fire.unsqueeze(1), shot.unsqueeze(1), 0)
     cool_down = torch.where(fire, SHOT_COOL_DOWN, cool_down)
     pos = torch.where(action == LEFT, (pos - 1).clamp_min(0), pos)
     pos = torch.where(action == RIGHT, (pos + 1).clamp_max(SIZE - 1), pos)
@@ -90,45 +111,47 @@ def step(state: SpaceInvadersState, action: torch.Tensor, u: torch.Tensor, rampi
     terminal = _at(e_bullets, SIZE - 1, pos) | _at(aliens, SIZE - 1, pos)
 
     # the aliens move when their timer runs out: down a row (wrapping, as the reference's
-    # roll does) and turning at an edge, else a column sideways
+    # roll does) and turning at an edge, else a column sideways (wrapping too)
     moving = move_timer == 0
-    count = aliens.sum((1, 2))
-    move_timer = torch.where(moving, torch.minimum(count, move_interval), move_timer)
-    edge = (aliens[:, :, 0].any(1) & (alien_dir < 0)) | (aliens[:, :, -1].any(1) & (alien_dir > 0))
+    move_timer = torch.where(moving, torch.minimum(_count(aliens), move_interval), move_timer)
+    at_left, at_right = (aliens & 1).any(1), (aliens >> (SIZE - 1)).any(1)
+    edge = (at_left & (alien_dir < 0)) | (at_right & (alien_dir > 0))
     turn = moving & edge
-    terminal = terminal | (turn & aliens[:, -1].any(1))
+    terminal = terminal | (turn & (aliens[:, -1] != 0))
     alien_dir = torch.where(turn, -alien_dir, alien_dir)
     down = aliens.roll(1, dims=1)
-    sideways = torch.where((alien_dir < 0).view(-1, 1, 1), aliens.roll(-1, 2), aliens.roll(1, 2))
-    aliens = torch.where(turn.view(-1, 1, 1), down, aliens)
-    aliens = torch.where((moving & ~turn).view(-1, 1, 1), sideways, aliens)
+    leftward = (aliens >> 1) | ((aliens & 1) << (SIZE - 1))
+    rightward = ((aliens << 1) & FULL_ROW) | (aliens >> (SIZE - 1))
+    sideways = torch.where((alien_dir < 0).unsqueeze(1), leftward, rightward)
+    aliens = torch.where(turn.unsqueeze(1), down, aliens)
+    aliens = torch.where((moving & ~turn).unsqueeze(1), sideways, aliens)
     terminal = terminal | (moving & _at(aliens, SIZE - 1, pos))
 
     # the aliens shoot from the lowest alien of the column nearest the cannon (ties: the
     # column on the left)
     shooting = shot_timer == 0
     shot_timer = torch.where(shooting, ENEMY_SHOT_INTERVAL, shot_timer)
-    occupied = aliens.any(1)
+    occupied = grid(aliens).any(1)  # [B, 10] columns
     rank = (columns - pos.unsqueeze(1)).abs() * SIZE + columns
-    col = torch.where(occupied, rank, SIZE * SIZE).argmin(1)
-    in_col = aliens.gather(2, col.view(-1, 1, 1).expand(batch, SIZE, 1)).squeeze(2)
-    row = torch.where(in_col, columns, -1).amax(1)
-    e_bullets = e_bullets | cells(row, col, shooting & occupied.any(1))
+    col = torch.where(occupied, rank, SIZE * SIZE).argmin(1, keepdim=True)
+    row = torch.where(((aliens >> col) & 1).bool(), columns, -1).amax(1, keepdim=True)
+    shoots = (columns == row) & (shooting & occupied.any(1)).unsqueeze(1)
+    e_bullets = e_bullets | torch.where(shoots, torch.ones_like(col) << col, 0)
 
     kills = aliens & f_bullets
-    reward = kills.sum((1, 2)).to(torch.float32)
+    reward = _count(kills).to(torch.float32)
     aliens = aliens & ~kills
     f_bullets = f_bullets & ~kills
 
     cool_down = (cool_down - 1).clamp_min(0)
     move_timer = move_timer - 1
     shot_timer = shot_timer - 1
-    cleared = ~aliens.flatten(1).any(1)
+    cleared = (aliens == 0).all(1)
     if ramping:
         faster = cleared & (move_interval > FASTEST_MOVE_INTERVAL)
         move_interval = torch.where(faster, move_interval - 1, move_interval)
         ramp_index = torch.where(faster, ramp_index + 1, ramp_index)
-    aliens = aliens | (_wave(batch, pos.device) & cleared.view(-1, 1, 1))
+    aliens = torch.where(cleared.unsqueeze(1), _wave(pos), aliens)
     state = SpaceInvadersState(
         pos, f_bullets, e_bullets, aliens, alien_dir, move_interval, move_timer, shot_timer,
         ramp_index, cool_down,
@@ -137,15 +160,13 @@ def step(state: SpaceInvadersState, action: torch.Tensor, u: torch.Tensor, rampi
 
 
 def observe(state: SpaceInvadersState) -> torch.Tensor:
-    left = (state.alien_dir < 0).view(-1, 1, 1)
-    return draw(
-        (torch.full_like(state.pos, SIZE - 1), state.pos),
-        state.aliens,
-        state.aliens & left,
-        state.aliens & ~left,
-        state.f_bullets,
-        state.e_bullets,
-    )
+    # every channel as rows of bits, expanded in one pass
+    bottom = torch.arange(SIZE, device=state.pos.device) == SIZE - 1
+    cannon = torch.where(bottom, (torch.ones_like(state.pos) << state.pos).unsqueeze(1), 0)
+    left = torch.where(state.alien_dir < 0, FULL_ROW, 0).unsqueeze(1)
+    aliens = state.aliens
+    channels = (cannon, aliens, aliens & left, aliens & ~left, state.f_bullets, state.e_bullets)
+    return grid(torch.stack(channels, 1))
 
 
 GAME = Game(
