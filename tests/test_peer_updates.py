@@ -5,6 +5,7 @@ tools/bench_peers.py's TD3 comparisons rest on: the same algorithm on both sides
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 sb3 = pytest.importorskip("stable_baselines3")
 
@@ -67,8 +68,6 @@ def test_td3_update_is_sb3s_step_for_step():
     done = (torch.rand(B, generator=g) < 0.1).float()
     samples = ReplayBufferSamples(obs, action, next_obs, done[:, None], reward[:, None])
     model.replay_buffer.sample = lambda batch_size, env=None: samples
-    from tensordict import TensorDict
-
     batch = TensorDict(
         {
             "observation": obs,
