@@ -88,12 +88,14 @@ if [[ $what == headline ]]; then
     step 40 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" --iterations $(big 10 2) \
       --warmup 2 ${graphs:+--set $graphs}
   done
-  # 4. recurrent PPO against feedforward (issue 42) at 1,024 envs; then 8-step sequences
+  # 4. recurrent PPO against feedforward (issue 42) at 8 and 1,024 envs, gpurl's and a bare
+  # PyTorch loop's (cuDNN's LSTM: the floor under the 0.6x target); then 8-step sequences
   # (a quarter of the sequential replay steps); then the recurrent update through
   # torch.compile with Inductor's CUDA graphs (recurrent agents refuse
   # compile.cudagraphs, which would capture their acting too)
-  for core in "" "agent.recurrent=null agent.critic_recurrent=false" agent.sequence_length=8 \
-    "compile.update=true $(big compile.mode=reduce-overhead "")"; do
+  step 60 python3 tools/bench_recurrent_floor.py --device "$DEV" --num-envs $(big "8 1024" 4) \
+    --rounds $(big 3 1) --iterations 1 --warmup 1
+  for core in agent.sequence_length=8 "compile.update=true $(big compile.mode=reduce-overhead "")"; do
     step 40 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
       --num-envs $(big 1024 8) --rollout-steps 32 --modes eager --rounds $(big 3 1) --warmup 1 \
       ${core:+--set $core}
@@ -121,6 +123,13 @@ if [[ $what == headline2 ]]; then
     --suffix _gpu8k -- device="$DEV" env.num_envs=$(big 8192 16) \
     trainer.total_frames=$(big 4194304 4096) trainer.eval_interval=$(big 524288 4096) \
     trainer.checkpoint_interval=$(big 4194304 4096) compile.cudagraphs=$(big true false)
+  # 5. the MinAtar paper's DQN (issue 41): one update of 32 a frame on one env, five seeds
+  # in one process, eager and CUDA graphs: what its 5M frames a run cost on the device
+  for graphs in "" $(big compile.cudagraphs=true ""); do
+    step 40 python3 tools/profile_train.py minatar_breakout_dqn --device "$DEV" \
+      --iterations $(big 500 20) --warmup 2 --set trainer.num_seeds=5 \
+      trainer.init_random_frames=$(big 200 4) ${graphs:+$graphs}
+  done
   echo "headline2: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == figures ]]; then
