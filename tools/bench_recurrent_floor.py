@@ -172,7 +172,7 @@ class BareIteration:
                 self.opt.step()
 
 
-def sides_for(preset: str, num_envs: int, args, run_dir: str) -> dict:
+def sides_for(preset: str, num_envs: int, args, run_dir: str) -> tuple:
     common = [
         f"experiment={preset}",
         f"device={args.device}",
@@ -186,18 +186,19 @@ def sides_for(preset: str, num_envs: int, args, run_dir: str) -> dict:
     ]
     torch.manual_seed(0)
     cfg = load_config(common)
-    if not cfg.agent.get("recurrent"):
-        raise SystemExit(f"{preset} has no recurrent core (agent.recurrent): nothing to compare")
+    if cfg.agent.get("recurrent") != "lstm":
+        raise SystemExit(f"{preset} has no LSTM core (agent.recurrent=lstm): nothing to compare")
     device = torch.device(args.device)
     hidden = int(cfg.agent.recurrent_hidden)
-    iterations = {
-        "gpurl_lstm": build(cfg, Path(run_dir) / "lstm").iteration,
-        "gpurl_ff": build(load_config(common + FEEDFORWARD), Path(run_dir) / "ff").iteration,
-        "bare_lstm": BareIteration(cfg, hidden, False, device),
-        "bare_lstm_stepped": BareIteration(cfg, hidden, True, device),
-        "bare_ff": BareIteration(cfg, 0, False, device),
+    feedforward = load_config(common + FEEDFORWARD)
+    makers = {
+        "gpurl_lstm": lambda: build(cfg, Path(run_dir) / "lstm").iteration,
+        "gpurl_ff": lambda: build(feedforward, Path(run_dir) / "ff").iteration,
+        "bare_lstm": lambda: BareIteration(cfg, hidden, False, device),
+        "bare_lstm_stepped": lambda: BareIteration(cfg, hidden, True, device),
+        "bare_ff": lambda: BareIteration(cfg, 0, False, device),
     }
-    return cfg, {side: iterations[side] for side in args.sides}
+    return cfg, {side: makers[side]() for side in args.sides}
 
 
 def timed(fn, device: torch.device, calls: int) -> float:
