@@ -347,3 +347,25 @@ def test_gym_copies_of_neighbouring_seeds_share_no_start_state():
     by_seed = {seed: starts(seed) for seed in (10_000, 10_001, 10_002)}
     assert starts(10_000) == by_seed[10_000]
     assert len(set().union(*by_seed.values())) == 30
+
+
+def test_gym_truncations_reach_the_replay_as_the_episodes_last_observations(tmp_path):
+    """End to end on the direct Gymnasium path: off-policy collection of Pendulum (which
+    truncates at 200) stores, at each truncation, the episode's last observation as the
+    next one (not the reset's) and a bootstrapping discount; elsewhere the next
+    observation is the following row's."""
+    pytest.importorskip("gymnasium")
+    cfg = load_config(
+        ["env=gym", "env.id=Pendulum-v1", "env.num_envs=1", "agent=td3", "threads=1",
+         "trainer.frames_per_batch=1", "trainer.init_random_frames=1000", "logger=none",
+         "trainer.total_frames=1000", "trainer.progress=false"]
+    )  # fmt: skip
+    trainer = build(cfg, tmp_path)
+    for _ in range(450):
+        trainer.iteration()
+    data = trainer.buffer.data
+    obs, nxt = data["obs", "observation"][:450, 0], data["next", "observation"][:450, 0]
+    moved_on = (nxt[:-1] != obs[1:]).any(-1)
+    assert moved_on.nonzero().flatten().tolist() == [199, 399]  # the truncations only
+    assert data["done"][:450, 0].nonzero().flatten().tolist() == [199, 399]
+    assert not data["terminated"][:450].any()  # so both bootstrap (discount gamma)
