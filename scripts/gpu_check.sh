@@ -4,8 +4,9 @@
 # the set_sync_debug_mode("error") runs of every agent), `bench` (the GPU benchmarks,
 # each record appended to $OUT/bench_gpu.jsonl) and `torchrun` (one rank per GPU). The
 # other sections run only when named, each in its own device call (a call has 10
-# minutes): `headline` and `headline2` (issue 46's figures the project lacks most, each
-# step under its own timeout so a section ends inside 9 minutes: run them first),
+# minutes): `headline3`, `headline4` (what the 2026-11-28 lease's `headline` and
+# `headline2` ran out of time for: run them first), `headline` and `headline2` (issue
+# 46's figures, each step under its own timeout so a section ends inside 9 minutes),
 # `figures` (the figures of Benchmarks -> "GPU, H200" again), `train` (bench_train: pixel training against its floor, 28 cases), `pixels` (a PPO run at 8,192 envs), `packing` (the seed benchmark and a
 # short full-size packing run; run records go to $OUT/records) and `marinenav` (the six
 # presets at 1,024 envs). Run from the repo root on a machine whose python3 has torch with
@@ -131,6 +132,47 @@ if [[ $what == headline2 ]]; then
       trainer.init_random_frames=$(big 200 4) ${graphs:+$graphs}
   done
   echo "headline2: $(wc -l <"$B") records in $B"
+fi
+if [[ $what == headline3 ]]; then
+  # what the 2026-11-28 lease's steps ran out of time for, most lacking first; the
+  # timeouts sum to 9 min
+  # 1. MarineNav IQN and AC-IQN training at 8,192 envs under CUDA graphs: 512 updates an
+  # iteration, so one profiled iteration (five ran past 45 s, the profiler processing
+  # every kernel of every graph)
+  for preset in marinenav_iqn marinenav_acqin; do
+    step 60 python3 tools/profile_train.py "$preset" --device "$DEV" --iterations $(big 3 2) \
+      --profile-iterations 1 --warmup 1 --set env.num_envs=$(big 8192 4) \
+      $(big compile.cudagraphs=true trainer.init_random_frames=16)
+  done
+  # 2. a MinAtar PQN iteration eager and under CUDA graphs, one of them profiled
+  for graphs in "" $(big compile.cudagraphs=true ""); do
+    step 40 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" \
+      --iterations $(big 10 2) --profile-iterations 1 --warmup 2 ${graphs:+--set $graphs}
+  done
+  # 3. VMAS navigation IPPO against BenchMARL, both on the device, a third of the preset's
+  # frames (the whole run of each side took about 110 s, past the step's 180 s together)
+  step 170 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
+    --out "$OUT/peers" --frames $(big 51200 3200)
+  # 4. the MinAtar paper's DQN (issue 41): one update of 32 a frame on one env, five seeds
+  # in one process, eager and CUDA graphs: what its 5M frames a run cost on the device
+  for graphs in "" $(big compile.cudagraphs=true ""); do
+    step 40 python3 tools/profile_train.py minatar_breakout_dqn --device "$DEV" \
+      --iterations $(big 500 20) --profile-iterations $(big 20 2) --warmup 2 \
+      --set trainer.num_seeds=5 trainer.init_random_frames=$(big 200 4) ${graphs:+$graphs}
+  done
+  echo "headline3: $(wc -l <"$B") records in $B"
+fi
+if [[ $what == headline4 ]]; then
+  # then: the MarineNav presets' updates the 2026-11-28 lease did not reach, MarineNav's
+  # compiled step, and VMAS against BenchMARL at 1,024 envs a side; 9 min
+  step 200 python3 tools/bench_compile.py --what agents --device "$DEV" --num-envs $(big 1024 4) \
+    --agents marinenav_acqin marinenav_rainbow marinenav_dqn marinenav_ddpg marinenav_sac \
+    --modes eager cudagraphs
+  step 150 python3 tools/bench_marinenav.py --device "$DEV" --compile \
+    --num-envs $(big "1024 65536" "4") --steps $(big 200 5) --repeats $(big 3 1)
+  step 170 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
+    --out "$OUT/peers1024" --frames $(big 1024000 6400) --set env.num_envs=$(big 1024 32)
+  echo "headline4: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == figures ]]; then
   # the figures of Benchmarks -> "GPU, H200" again (pixels, pixel training, the packing

@@ -557,7 +557,7 @@ def case_vmas(args) -> list[dict]:
                     flush=True,
                 )
                 continue
-            cfg = config(experiment=preset, seed=seed)
+            cfg = config(*args.set, experiment=preset, seed=seed)
             frames = args.frames or int(cfg.trainer.total_frames)
             run_root = ROOT / "runs" / "peers" / f"vmas_{algo}_s{seed}"
             spec, frames = benchmarl_spec(
@@ -572,6 +572,7 @@ def case_vmas(args) -> list[dict]:
                 "notes": vmas_notes(algo, cfg.agent),
             }
             overrides = [
+                *args.set,  # first: the settings below are what both sides were given
                 f"device={args.device}",
                 f"trainer.total_frames={frames}",
                 f"trainer.eval_interval={spec['experiment_config']['evaluation_interval']}",
@@ -856,6 +857,13 @@ def main(argv=None) -> int:
     p.add_argument("--no-install", action="store_true", help="vmas: never make the venv")
     p.add_argument(
         "--device", default="cpu", help="vmas: where both sides sample and train (cpu, cuda)"
+    )
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        help="vmas: overrides of the gpurl preset that BenchMARL's side follows too "
+        "(env.num_envs=1024: both sides step 1,024 envs)",
     )
     p.add_argument("--task", choices=sorted(TASKS), default="cartpole")
     p.add_argument("--impls", nargs="+", help="solve: gpurl:PRESET or sb3:ALGO")

@@ -1,9 +1,11 @@
 """Where a training iteration's time goes. A preset's trainer is warmed up past its random
 frames (off-policy) and a few iterations more, then runs N iterations timed alone and N
-under torch.profiler. One JSON record: frames/s unprofiled; the device's kernel time
-against the profiled wall time (how busy the GPU was: the rest is launches, host work and
-waiting); kernel launches per iteration; and the top operators by host and by device
-self time.
+under torch.profiler (--profile-iterations: fewer, where an iteration holds so many
+kernels that the profiler's processing of their events would take minutes: hundreds of
+CUDA-graph updates an iteration, say). One JSON record: frames/s unprofiled; the
+device's kernel time against the profiled wall time (how busy the GPU was: the rest is
+launches, host work and waiting); kernel launches per iteration; and the top operators
+by host and by device self time.
 
     python tools/profile_train.py marinenav_iqn --device cuda --set env.num_envs=1024
     python tools/profile_train.py pqn_cartpole --iterations 10 --trace /tmp/trace.json
@@ -51,6 +53,7 @@ def warm_up(trainer, iterations: int) -> int:
 def profile_preset(args) -> dict:
     device = torch.device(args.device)
     cuda = device.type == "cuda"
+    profiled = args.profile_iterations or args.iterations
     overrides = [
         f"experiment={args.preset}",
         f"device={device}",
@@ -75,23 +78,31 @@ def profile_preset(args) -> dict:
         sync(device)
         wall = time.perf_counter() - t0
         frames = trainer.frames - frames0
+        # the unprofiled figure first, on stderr: a step cut short while profiling keeps it
+        print(
+            f"profile_train {args.preset}: {frames / wall:,.1f} frames/s unprofiled "
+            f"({1e3 * wall / args.iterations:.3f} ms an iteration)",
+            file=sys.stderr,
+            flush=True,
+        )
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with profile(activities=activities) as prof:
             t0 = time.perf_counter()
-            for _ in range(args.iterations):
+            for _ in range(profiled):
                 trainer.iteration()
             sync(device)
             profiled_wall = time.perf_counter() - t0
         if args.trace:
             prof.export_chrome_trace(str(args.trace))
-    summary = profile_summary(prof, args.iterations, cuda, args.top)
+    summary = profile_summary(prof, profiled, cuda, args.top)
     busy = summary["device_kernel_s"]
     return {
         "tool": "profile_train",
         "preset": args.preset,
         "overrides": overrides[1:],
         "iterations": args.iterations,
+        "profiled_iterations": profiled,
         "warmup_iterations": warmup_iterations,
         "warmup_s": round(warmup_s, 2),
         "frames": frames,
@@ -112,6 +123,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("preset", help="an experiment preset (gpurl/configs/experiment)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--iterations", type=int, default=20, help="timed, then profiled")
+    p.add_argument("--profile-iterations", type=int, default=0, help="profiled (0: --iterations)")
     p.add_argument("--warmup", type=int, default=5, help="iterations after the first update")
     p.add_argument("--top", type=int, default=12, help="operators listed per table")
     p.add_argument("--threads", type=int, default=1)
@@ -119,8 +131,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--trace", type=Path, help="also write a Chrome trace here")
     p.add_argument("--out", type=Path, help="also append the record to this JSON-lines file")
     args = p.parse_args(argv)
-    if args.iterations < 1 or args.warmup < 0:
-        p.error("--iterations must be >= 1 and --warmup >= 0")
+    if args.iterations < 1 or args.warmup < 0 or args.profile_iterations < 0:
+        p.error("--iterations must be >= 1, --warmup and --profile-iterations >= 0")
     return args
 
 

@@ -353,6 +353,20 @@ def test_compiled_step_follows_the_eager_env(noise):
     assert resets > 0
 
 
+def test_the_steps_compiled_part_is_pure():
+    # compile.env compiles _advance_core: state in, (state, result) out, nothing written
+    # to the env (a graph that assigns env.env_state leaves Dynamo a side effect to
+    # replay, which broke the state on CUDA with torch 2.11)
+    env = make_env({"name": "marinenav", "max_episode_steps": 30}, num_envs=4, seed=3)
+    env.lean_reset()
+    before = env.env_state
+    action = torch.zeros(env.full_action_spec[env.action_key].shape, dtype=torch.int64)
+    after, result = env._advance_core(before, action, env._perception_noise(4))
+    assert env.env_state is before
+    assert type(after) is type(before) and len(after) == len(before)
+    assert torch.equal(after.steps, before.steps + 1) and result.reward.shape == (4, 1)
+
+
 def test_compile_env_compiles_marinenavs_own_step(tmp_path):
     from gpurl.train import build, load_config
 

@@ -122,6 +122,35 @@ def test_a_named_benchmarl_interpreter_runs_with_its_own_packages_only(tmp_path,
     assert seen["path"] == f"{stub}{bench_peers.os.pathsep}{site}"
 
 
+def test_settings_given_with_set_reach_both_sides(tmp_path, monkeypatch):
+    # a device comparison at many envs: --set env.num_envs=256 changes gpurl's run and
+    # the BenchMARL experiment built from the same config
+    seen = {}
+
+    def fake_gpurl(preset, seed, overrides, run_dir):
+        seen["gpurl"] = overrides
+        log = [{"frames": 25600, "return": 1.0, "wall_s": 2.0, "eval_s": 0.1}]
+        versions = {"torch": "t", "torchrl": "r", "tensordict": "d"}
+        return {"frames": 25600, "eval_log": log, "eval_return": 1.0, "wall_time_s": 3.0,
+                "process_s": 4.0, "agent": "ppo", **versions}  # fmt: skip
+
+    def fake_benchmarl(python, spec, extra_path):
+        seen["benchmarl"] = spec
+        return {"frames": 25600, "eval_history": [[25600, 1.0, 2.0]], "train_s": 2.0,
+                "wall_s": 3.0, "versions": {}}  # fmt: skip
+
+    monkeypatch.setattr(bench_peers, "run_gpurl", fake_gpurl)
+    monkeypatch.setattr(bench_peers, "run_benchmarl", fake_benchmarl)
+    monkeypatch.setattr(bench_peers, "benchmarl_python", lambda install: ("python3", {}))
+    argv = ["vmas", "--algos", "ippo", "--frames", "25600", "--no-install",
+            "--out", str(tmp_path), "--set", "env.num_envs=256"]  # fmt: skip
+    assert bench_peers.main(argv) == 0
+    assert seen["gpurl"][0] == "env.num_envs=256"
+    exp = seen["benchmarl"]["experiment_config"]
+    assert exp["on_policy_n_envs_per_worker"] == 256
+    assert exp["on_policy_collected_frames_per_batch"] == 100 * 256
+
+
 def test_absent_peer_and_absent_preset_are_skipped_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_peers, "BENCHMARL_VENV", tmp_path / "no-venv")
     monkeypatch.setattr(bench_peers, "PRESETS", tmp_path)  # no preset at all

@@ -32,3 +32,28 @@ def test_an_off_policy_preset_is_profiled_after_its_first_update(tmp_path, capsy
     assert any(r["name"] in ("aten::mm", "aten::addmm") for r in top)
     assert record["device"] == "cpu" and record["device_kernel_s"] is None
     assert record["launches_per_iteration"] is None and record["top_device"] is None
+
+
+def test_fewer_iterations_can_be_profiled_than_timed(tmp_path, capsys):
+    """--profile-iterations 1: three iterations timed, one profiled (an update's matrix
+    products counted once), and the unprofiled frames/s on stderr before the profile."""
+    out = tmp_path / "profile.jsonl"
+    common = [
+        "dqn_cartpole", "--iterations", "3", "--warmup", "0", "--top", "50",
+        "--set", "env.num_envs=4", "trainer.init_random_frames=8", "trainer.batch_size=8",
+    ]  # fmt: skip
+    assert profile_train.main([*common, "--profile-iterations", "1", "--out", str(out)]) == 0
+    one = json.loads(out.read_text())
+    err = capsys.readouterr().err
+    assert f"dqn_cartpole: {one['frames_per_sec']:,.1f} frames/s unprofiled" in err
+    assert one["iterations"] == 3 and one["profiled_iterations"] == 1 and one["frames"] == 12
+    assert profile_train.main([*common, "--out", str(tmp_path / "all.jsonl")]) == 0
+    every = json.loads((tmp_path / "all.jsonl").read_text())
+    assert every["profiled_iterations"] == 3
+
+    def calls(record, name):
+        return sum(r["calls"] for r in record["top_host"] if r["name"] == name)
+
+    # one update an iteration (utd x 4 frames): a third of the optimiser steps profiled
+    steps_one, steps_all = calls(one, "aten::_fused_adam_"), calls(every, "aten::_fused_adam_")
+    assert steps_one >= 1 and steps_all == 3 * steps_one

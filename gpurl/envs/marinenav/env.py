@@ -407,8 +407,11 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
     def _advance(self, action: torch.Tensor) -> StepResult:
         # the perception noise is drawn here, eagerly, from the env's generator (the same
         # draws, in the same order, as before it was split off); the rest is one pure
-        # function of tensors that compile.env compiles (compile_step)
-        return self._advance_core(action, self._perception_noise(self.num_envs))
+        # function of tensors that compile.env compiles (compile_step): state in, state
+        # out, so the compiled graph has no side effect to replay on self
+        noise = self._perception_noise(self.num_envs)
+        self.env_state, result = self._advance_core(self.env_state, action, noise)
+        return result
 
     def compile_step(self) -> bool:
         """compile.env: the step's pure part (dynamics, collisions, perception, reward)
@@ -417,8 +420,9 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         self._advance_core = torch.compile(self._advance_core, dynamic=False, fullgraph=True)
         return True
 
-    def _advance_core(self, action: torch.Tensor, noise: dict | None) -> StepResult:
-        s = self.env_state
+    def _advance_core(
+        self, s: MarineNavState, action: torch.Tensor, noise: dict | None
+    ) -> tuple[MarineNavState, StepResult]:
         moving = running_robots(s)
         rates = self._rates(action)
         # Robots that stopped keep their state: blends by lerp with 0/1 weights (exact,
@@ -472,8 +476,8 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         truncated = (s.steps >= self.max_episode_steps).unsqueeze(-1) & ~all_stopped
         stopped_now = collided_now | arrived_now
         robot_truncated = moving & ~stopped_now & truncated
-        self.env_state = s._replace(timed_out=s.timed_out | robot_truncated)
-        return StepResult(
+        s = s._replace(timed_out=s.timed_out | robot_truncated)
+        return s, StepResult(
             reward.sum(-1, keepdim=True),
             all_stopped,
             truncated,
