@@ -13,6 +13,7 @@ from gpurl.policies import LOG_PROB, VALUE
 from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
 from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
 from gpurl.train import build, load_config
+from gpurl.trainers.compile import compile_policy
 from gpurl.trainers.evaluation import evaluate_protocol
 
 from .test_bad_input import assert_refused, run_cli
@@ -405,7 +406,7 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
     "overrides, message",
     [
         (["trainer.num_seeds=2"], "one seed per process"),
-        (["compile.policy=true"], "compile.cudagraphs=false and compile.policy=false"),
+        (["compile.policy=true"], "acts with its hidden state eagerly: set compile.policy=false"),
         (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
         (["agent.sequence_length=3"], "does not divide trainer.rollout_steps=8"),
         (["agent.sequence_length=4", "agent.minibatches=16"], "does not divide the 8 sequences"),
@@ -431,11 +432,18 @@ def test_what_recurrent_agents_refuse_in_one_line(tmp_path, overrides, message):
     assert "\n" not in str(err.value)
 
 
-def test_cuda_graphs_are_refused_in_one_line(tmp_path):
+def test_cuda_graphs_capture_the_update_and_leave_the_acting_eager(tmp_path):
+    # compile.cudagraphs is taken (the update is captured: tests/test_compile.py runs it
+    # on CUDA); the acting policy is not wrapped; compile.policy is refused in one line
     trainer = small(tmp_path)
     cfg = load_config(["env=cartpole", "agent=ppo", "agent.recurrent=gru"]).agent
-    with pytest.raises(ConfigError, match="compile.cudagraphs=false") as err:
-        PPOAgent(cfg, trainer.info, trainer.progress, CompileSpec(cudagraphs=True))
+    agent = PPOAgent(cfg, trainer.info, trainer.progress)
+    agent.compile = CompileSpec(cudagraphs=True)
+    agent.refuse_recurrent("gru")
+    assert compile_policy(agent.policy, agent.compile, recurrent=True) is agent.policy
+    agent.compile = CompileSpec(cudagraphs=True, policy=True)
+    with pytest.raises(ConfigError, match="set compile.policy=false") as err:
+        agent.refuse_recurrent("gru")
     assert "\n" not in str(err.value)
 
 

@@ -106,7 +106,7 @@ def test_recurrent_null_builds_pqn_as_before(tmp_path):
     "overrides, message",
     [
         (["trainer.num_seeds=2"], "one seed per process"),
-        (["compile.policy=true"], "compile.cudagraphs=false and compile.policy=false"),
+        (["compile.policy=true"], "acts with its hidden state eagerly: set compile.policy=false"),
         (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
     ],
     ids=["num_seeds", "compile_policy", "minibatches"],

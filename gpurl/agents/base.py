@@ -197,22 +197,27 @@ class Agent:
 
     def refuse_recurrent(self, recurrent: str, eager_update: bool = False) -> None:
         """What agent.recurrent does not run with yet, each refused in one line: many
-        seeds in one process, compiled or captured acting (and compile.update where the
-        sequence update runs eagerly only: `eager_update`), multi-robot envs."""
+        seeds in one process, compiled acting (compile.policy; under compile.cudagraphs
+        the update is captured and the acting stays eager, trainers/compile.py), and,
+        where the sequence update runs eagerly only (`eager_update`), compile.update and
+        compile.cudagraphs too; multi-robot envs."""
         fix = f"drop agent.recurrent={recurrent}"
         if self.runs.many:
             raise ConfigError(
                 f"agent.recurrent={recurrent} trains one seed per process: drop "
                 f"trainer.num_seeds, or {fix}"
             )
-        compiled = self.compile.cudagraphs or self.compile.policy
-        if compiled or (eager_update and self.compile.update):
-            keys = ["compile.cudagraphs", "compile.policy"]
-            keys = ["compile.update", *keys] if eager_update else keys
-            settings = ", ".join(f"{k}=false" for k in keys[:-1]) + f" and {keys[-1]}=false"
-            what = "its sequences and hidden state" if eager_update else "its hidden state"
+        if eager_update and (self.compile.update or self.compile.cudagraphs or self.compile.policy):
             raise ConfigError(
-                f"agent.recurrent={recurrent} runs {what} eagerly: set {settings}, or {fix}"
+                f"agent.recurrent={recurrent} runs its sequences and hidden state eagerly: "
+                f"set compile.update=false, compile.cudagraphs=false and "
+                f"compile.policy=false, or {fix}"
+            )
+        if self.compile.policy:
+            raise ConfigError(
+                f"agent.recurrent={recurrent} acts with its hidden state eagerly: set "
+                f"compile.policy=false (compile.update and compile.cudagraphs take its "
+                f"update), or {fix}"
             )
         if self.info.multi_agent:
             raise ConfigError(

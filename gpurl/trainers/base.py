@@ -93,7 +93,7 @@ class Trainer:
         self.info, self.progress = info, progress
         self.run_dir, self.logger, self.meta = Path(run_dir), logger, meta or {}
         # what the collector acts with and steps: compiled as compile.policy / .env ask
-        self.acting = compile_policy(agent.policy, compile)
+        self.acting = compile_policy(agent.policy, compile, agent.recurrent)
         self.step = env_step(env, compile)
         self.device = info.device
         self.rank, self.world = distributed.rank(), distributed.world_size()

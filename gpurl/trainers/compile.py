@@ -70,9 +70,11 @@ class InductorPolicy:
         return td
 
 
-def compile_policy(policy: ActingPolicy, spec: CompileSpec):
+def compile_policy(policy: ActingPolicy, spec: CompileSpec, recurrent: bool = False):
     """What the collector acts with: `policy` itself, or compiled and/or graphed. The
-    agent keeps its eager policy for evaluation (same parameters)."""
+    agent keeps its eager policy for evaluation (same parameters). A recurrent agent
+    acts eagerly (its hidden state moves between its own buffers each step); under
+    compile.cudagraphs only its update is captured."""
     acting = policy
     if spec.policy:
         if not isinstance(policy, PolicyWrapper):  # the trace feeds it progress.frames alone
@@ -82,7 +84,7 @@ def compile_policy(policy: ActingPolicy, spec: CompileSpec):
                 f"compile.update still applies)"
             )
         acting = InductorPolicy(policy, spec.mode)
-    if spec.cudagraphs:
+    if spec.cudagraphs and not recurrent:
         from tensordict.nn import CudaGraphModule
 
         acting = CudaGraphModule(
