@@ -12,10 +12,12 @@ The reference keeps its entities in Python lists, in the order they appeared, an
 resolves conflicts (two bullets for one enemy, two enemies for one bullet, the last
 diver that fits) in that order. Here each kind of entity has a fixed number of slots
 and each entity an `order` (when it appeared), and the same conflicts are resolved in
-the same order. Slots: 32 fish, 32 submarines, 48 enemy bullets, 4 divers and 3 of the
-player's bullets, each at least as many as the rules let be at once (at most one enemy
-appears a frame and each leaves within 31 frames; a submarine shoots once in 11 frames
-and its bullet leaves within 10; divers: at most 3; the player's bullets: at most 2).
+the same order. Fish and enemy submarines share one set of slots (`sub` tells them
+apart), since every step walks every slot. Slots: 32 enemies, 48 enemy bullets, 4
+divers and 3 of the player's bullets, each at least as many as the rules let be at
+once (at most one enemy appears a frame and each leaves within 31 frames; a submarine
+shoots once in 11 frames and its bullet leaves within 10; divers: at most 3; the
+player's bullets: at most 2).
 
 Channels: submarine front, submarine back, player bullet, trail, enemy bullet, enemy
 fish, enemy submarine, oxygen gauge, diver gauge, diver.
@@ -51,11 +53,14 @@ DIVER_MOVE_INTERVAL = 5
 MAX_DIVERS = 6
 # slots per kind of entity
 ENEMIES, ENEMY_BULLETS, DIVERS, BULLETS = 32, 48, 4, 3
+# added to a submarine's order where fish and submarines are ranked as two groups
+SUBS_AFTER = 2**32
 
 
 class Things(NamedTuple):
     """One kind of entity, [B, K] each: columns x, rows y, moving right, alive, when it
-    appeared (list order), a move timer and (enemy submarines) a shot timer."""
+    appeared (list order), a move timer, and for enemies a shot timer and whether it is
+    a submarine (else a fish)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -64,11 +69,11 @@ class Things(NamedTuple):
     order: torch.Tensor
     timer: torch.Tensor
     shot: torch.Tensor
+    sub: torch.Tensor
 
 
 class SeaquestState(NamedTuple):
-    fish: Things
-    subs: Things
+    enemies: Things  # fish and submarines
     divers: Things
     bullets: Things  # the player's
     e_bullets: Things
@@ -89,14 +94,14 @@ class SeaquestState(NamedTuple):
 
 def _none(batch: int, slots: int, device) -> Things:
     zero = torch.zeros((batch, slots), dtype=torch.int64, device=device)
-    return Things(zero, zero, zero.bool(), zero.bool(), zero, zero, zero)
+    return Things(zero, zero, zero.bool(), zero.bool(), zero, zero, zero, zero.bool())
 
 
 def init(batch: int, device) -> SeaquestState:
     zero = torch.zeros(batch, dtype=torch.int64, device=device)
     return SeaquestState(
-        _none(batch, ENEMIES, device), _none(batch, ENEMIES, device),
-        _none(batch, DIVERS, device), _none(batch, BULLETS, device),
+        _none(batch, ENEMIES, device), _none(batch, DIVERS, device),
+        _none(batch, BULLETS, device),
         _none(batch, ENEMY_BULLETS, device), zero, zero, zero.bool(), zero, zero,
         zero.bool(), zero, zero, zero, zero, zero, zero, zero,
     )  # fmt: skip
@@ -113,7 +118,7 @@ def reset(state: SeaquestState, mask: torch.Tensor, u: torch.Tensor) -> Seaquest
     b, device = len(mask), mask.device
     one = torch.ones(b, dtype=torch.int64, device=device)
     fresh = SeaquestState(
-        _none(b, ENEMIES, device), _none(b, ENEMIES, device), _none(b, DIVERS, device),
+        _none(b, ENEMIES, device), _none(b, DIVERS, device),
         _none(b, BULLETS, device), _none(b, ENEMY_BULLETS, device), one * 5, one * 0,
         one < 0, one * MAX_OXYGEN, one * 0, one > 0, one * 0, one * INIT_SPAWN_SPEED,
         one * INIT_SPAWN_SPEED, one * DIVER_SPAWN_SPEED, one * INIT_MOVE_INTERVAL, one * 0,
@@ -127,22 +132,30 @@ def _add(things: Things, new: torch.Tensor, counter: torch.Tensor, **values) -> 
     (the m-th new one in the m-th free slot), each of `values` [B, M] (or [B]); their
     order is counter + m. A new entity with no free slot left is dropped."""
     slots = things.alive.shape[1]
+    values["alive"] = torch.ones_like(new)
     if new.shape[1] == 1:
-        # one new entity (a spawn, a shot): the first free slot, a reduction that fuses
-        # with the rest of the step, where the scans below run as separate kernels
-        new_rank = torch.zeros_like(new, dtype=torch.int64)
+        # one new entity (a spawn, a shot): the first free slot, chosen and written by
+        # elementwise ops and one reduction that fuse with the rest of the step (a
+        # scatter into a spare column ran as kernels of its own, field by field)
         index = torch.arange(slots, device=new.device)
         first = torch.where(things.alive, slots, index).min(1, keepdim=True).values
-        dest = torch.where(new, first, slots)
-    else:
-        new_rank = new.long().cumsum(1) - 1
-        # The r-th free slot is the first where the running count of free slots reaches
-        # r + 1 (`slots` when fewer are free): a search per new entity, not an [M, K]
-        # match, since up to 32 enemy bullets a frame look for one of 48 slots.
-        free_count = (~things.alive).long().cumsum(1)
-        dest = torch.where(new, torch.searchsorted(free_count, new_rank + 1), slots)
+        put = new & (index == first)  # [B, K]; none where every slot is taken
+        values["order"] = counter.unsqueeze(1)
+        fields = {}
+        for name, old in things._asdict().items():
+            value = values.get(name)
+            if value is not None:
+                value = value if value.dim() == 2 else value.unsqueeze(1)
+                old = torch.where(put, value.to(old.dtype), old)
+            fields[name] = old
+        return Things(**fields)
+    new_rank = new.long().cumsum(1) - 1
+    # The r-th free slot is the first where the running count of free slots reaches
+    # r + 1 (`slots` when fewer are free): a search per new entity, not an [M, K]
+    # match, since up to 32 enemy bullets a frame look for one of 48 slots.
+    free_count = (~things.alive).long().cumsum(1)
+    dest = torch.where(new, torch.searchsorted(free_count, new_rank + 1), slots)
     values["order"] = counter.unsqueeze(1) + new_rank.clamp_min(0)
-    values["alive"] = torch.ones_like(new)
     fields = {}
     for name, old in things._asdict().items():
         value = values.get(name)
@@ -177,7 +190,7 @@ def _out(x: torch.Tensor) -> torch.Tensor:
 
 
 def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: bool):
-    (fish, subs, divers, bullets, e_bullets, sub_x, sub_y, sub_right, oxygen, diver_count,
+    (enemies, divers, bullets, e_bullets, sub_x, sub_y, sub_right, oxygen, diver_count,
      surface, shot_timer, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
      ramp_index, counter) = state  # fmt: skip
     reward = torch.zeros(len(sub_x), dtype=torch.int64, device=sub_x.device)
@@ -190,14 +203,12 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     lane = randint(u[:, 2], 1, 9)
     x0 = torch.where(lr, 0, SIZE - 1)
     lane_, lr_ = lane.unsqueeze(1), lr.unsqueeze(1)
-    against = torch.cat([t.alive & (t.y == lane_) & (t.right != lr_) for t in (fish, subs)], 1)
-    against = against.any(1)
+    against = (enemies.alive & (enemies.y == lane_) & (enemies.right != lr_)).any(1)
     new = (spawning & ~against).unsqueeze(1)
-    enemy = dict(x=x0, y=lane, right=lr, timer=move_speed)
-    subs = _add(
-        subs, new & is_sub.unsqueeze(1), counter, shot=ENEMY_SHOT_INTERVAL + 0 * x0, **enemy
+    shot = torch.where(is_sub, ENEMY_SHOT_INTERVAL, 0)
+    enemies = _add(
+        enemies, new, counter, x=x0, y=lane, right=lr, timer=move_speed, shot=shot, sub=is_sub
     )
-    fish = _add(fish, new & ~is_sub.unsqueeze(1), counter, **enemy)
     counter = counter + new.squeeze(1)
     e_spawn_timer = torch.where(spawning, e_spawn_speed, e_spawn_timer)
 
@@ -224,11 +235,12 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     sub_y = torch.where(action == DOWN, (sub_y + 1).clamp_max(SIZE - 2), sub_y)
 
     # the player's bullets, latest first: each moves, and hits the earliest fish in its
-    # cell, else the earliest submarine
+    # cell, else the earliest submarine (fish rank before every submarine)
     bx = _step_x(bullets, bullets.alive)
     b_alive = bullets.alive & ~_out(bx)
     bullets = bullets._replace(x=bx, alive=b_alive)
-    f_alive, s_alive = fish.alive, subs.alive
+    e_alive = enemies.alive
+    fish_first = enemies.order + torch.where(enemies.sub, SUBS_AFTER, 0)
     pending = b_alive
     for _ in range(BULLETS):
         this = _last(pending, bullets.order)  # [B, 3] one-hot (none when no bullet left)
@@ -236,14 +248,12 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
         cx = (bx * this).sum(1, keepdim=True)
         cy = (bullets.y * this).sum(1, keepdim=True)
         going = this.any(1, keepdim=True)
-        hit_fish = _first(going & f_alive & (fish.x == cx) & (fish.y == cy), fish.order)
-        got_fish = hit_fish.any(1, keepdim=True)
-        hit_sub = _first(going & ~got_fish & s_alive & (subs.x == cx) & (subs.y == cy), subs.order)
-        f_alive, s_alive = f_alive & ~hit_fish, s_alive & ~hit_sub
-        scored = got_fish | hit_sub.any(1, keepdim=True)
+        hit = _first(going & e_alive & (enemies.x == cx) & (enemies.y == cy), fish_first)
+        e_alive = e_alive & ~hit
+        scored = hit.any(1, keepdim=True)
         b_alive = b_alive & ~(this & scored)
         reward = reward + scored.squeeze(1)
-    fish, subs = fish._replace(alive=f_alive), subs._replace(alive=s_alive)
+    enemies = enemies._replace(alive=e_alive)
     bullets = bullets._replace(alive=b_alive)
 
     # divers, latest first: picked up where they meet the submarine while fewer than 6
@@ -272,25 +282,21 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     # enemies: contact before and after moving ends the episode; one that moves into a
     # player's bullet takes the earliest bullet in its cell, submarines (latest first)
     # before fish (latest first)
-    terminal = torch.zeros_like(spawning)
-    shooters = subs.alive & (subs.shot == 0)  # every submarine there now shoots on time,
+    present = enemies.alive & enemies.sub
+    shooters = present & (enemies.shot == 0)  # every submarine there now shoots on time,
     # even one that leaves or is hit this frame (as the reference's loop does)
-    present = subs.alive
-    moved, check = [], []
-    for things in (subs, fish):
-        at = things.alive & (things.x == sx) & (things.y == sy)
-        moves = things.alive & (things.timer == 0)
-        x = _step_x(things, moves)
-        timer = torch.where(moves, move_speed.unsqueeze(1), things.timer - things.alive.long())
-        gone = moves & _out(x)
-        meets = moves & ~gone & (x == sx) & (things.y == sy)
-        terminal = terminal | (at | meets).any(1)
-        check.append(moves & ~gone & ~meets)
-        moved.append(things._replace(x=x, timer=timer, alive=things.alive & ~gone))
-    subs, fish = moved
-    e_x, e_y = torch.cat((subs.x, fish.x), 1), torch.cat((subs.y, fish.y), 1)
-    e_check = torch.cat(check, 1)
-    e_rank = torch.cat((subs.order + torch.iinfo(torch.int32).max, fish.order), 1)
+    alive = enemies.alive
+    at = alive & (enemies.x == sx) & (enemies.y == sy)
+    moves = alive & (enemies.timer == 0)
+    e_x = _step_x(enemies, moves)
+    timer = torch.where(moves, move_speed.unsqueeze(1), enemies.timer - alive.long())
+    gone = moves & _out(e_x)
+    meets = moves & ~gone & (e_x == sx) & (enemies.y == sy)
+    terminal = (at | meets).any(1)
+    e_check = moves & ~gone & ~meets
+    enemies = enemies._replace(x=e_x, timer=timer, alive=alive & ~gone)
+    e_y = enemies.y
+    e_rank = enemies.order + torch.where(enemies.sub, SUBS_AFTER, 0)  # latest sub first
     b_alive = bullets.alive
     killed = torch.zeros_like(e_check)
     pending = b_alive
@@ -305,15 +311,14 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
         b_alive = b_alive & ~(this & hit.any(1, keepdim=True))
         reward = reward + hit.any(1)
     bullets = bullets._replace(alive=b_alive)
-    subs = subs._replace(
-        alive=subs.alive & ~killed[:, :ENEMIES],
-        shot=torch.where(shooters, ENEMY_SHOT_INTERVAL, subs.shot - present.long()),
+    enemies = enemies._replace(
+        alive=enemies.alive & ~killed,
+        shot=torch.where(shooters, ENEMY_SHOT_INTERVAL, enemies.shot - present.long()),
     )
-    fish = fish._replace(alive=fish.alive & ~killed[:, ENEMIES:])
 
     # enemy bullets (the new ones at their submarine's cell): contact before and after
     # moving ends the episode
-    e_bullets = _add(e_bullets, shooters, counter, x=subs.x, y=subs.y, right=subs.right)
+    e_bullets = _add(e_bullets, shooters, counter, x=enemies.x, y=enemies.y, right=enemies.right)
     counter = counter + shooters.sum(1)
     at = e_bullets.alive & (e_bullets.x == sx) & (e_bullets.y == sy)
     ex = _step_x(e_bullets, e_bullets.alive)
@@ -346,7 +351,7 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
         ramp_index = torch.where(ramps, ramp_index + 1, ramp_index)
 
     state = SeaquestState(
-        fish, subs, divers, bullets, e_bullets, sub_x, sub_y, sub_right, oxygen, diver_count,
+        enemies, divers, bullets, e_bullets, sub_x, sub_y, sub_right, oxygen, diver_count,
         surface, shot_timer, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
         ramp_index, counter,
     )  # fmt: skip
@@ -367,7 +372,7 @@ def observe(state: SeaquestState) -> torch.Tensor:
     count = state.diver_count.unsqueeze(1)
     divers = (columns >= SIZE - 1 - count) & (columns < SIZE - 1)
     # the trails of all three kinds in one channel: their positions side by side
-    kinds = (state.fish, state.subs, state.divers)
+    kinds = (state.enemies, state.divers)
     trails = tuple(torch.cat(t, 1) for t in zip(*map(_trail, kinds), strict=True))
     return draw(
         (state.sub_y, state.sub_x),
@@ -375,8 +380,8 @@ def observe(state: SeaquestState) -> torch.Tensor:
         (state.bullets.y, state.bullets.x, state.bullets.alive),
         trails,
         (state.e_bullets.y, state.e_bullets.x, state.e_bullets.alive),
-        (state.fish.y, state.fish.x, state.fish.alive),
-        (state.subs.y, state.subs.x, state.subs.alive),
+        (state.enemies.y, state.enemies.x, state.enemies.alive & ~state.enemies.sub),
+        (state.enemies.y, state.enemies.x, state.enemies.alive & state.enemies.sub),
         (bottom, columns, oxygen),
         (bottom, columns, divers),
         (state.divers.y, state.divers.x, state.divers.alive),
