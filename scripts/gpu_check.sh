@@ -92,8 +92,7 @@ if [[ $what == headline ]]; then
   # 4. recurrent PPO against feedforward (issue 42) at 8 and 1,024 envs, gpurl's and a bare
   # PyTorch loop's (cuDNN's LSTM: the floor under the 0.6x target); then 8-step sequences
   # (a quarter of the sequential replay steps); then the recurrent update through
-  # torch.compile with Inductor's CUDA graphs (recurrent agents refuse
-  # compile.cudagraphs, which would capture their acting too)
+  # torch.compile with Inductor's CUDA graphs (headline3 times compile.cudagraphs)
   step 60 python3 tools/bench_recurrent_floor.py --device "$DEV" --num-envs $(big "8 1024" 4) \
     --rounds $(big 3 1) --iterations 1 --warmup 1
   for core in agent.sequence_length=8 "compile.update=true $(big compile.mode=reduce-overhead "")"; do
@@ -124,13 +123,6 @@ if [[ $what == headline2 ]]; then
     --suffix _gpu8k -- device="$DEV" env.num_envs=$(big 8192 16) \
     trainer.total_frames=$(big 4194304 4096) trainer.eval_interval=$(big 524288 4096) \
     trainer.checkpoint_interval=$(big 4194304 4096) compile.cudagraphs=$(big true false)
-  # 5. the MinAtar paper's DQN (issue 41): one update of 32 a frame on one env, five seeds
-  # in one process, eager and CUDA graphs: what its 5M frames a run cost on the device
-  for graphs in "" $(big compile.cudagraphs=true ""); do
-    step 40 python3 tools/profile_train.py minatar_breakout_dqn --device "$DEV" \
-      --iterations $(big 500 20) --warmup 2 --set trainer.num_seeds=5 \
-      trainer.init_random_frames=$(big 200 4) ${graphs:+$graphs}
-  done
   echo "headline2: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == headline3 ]]; then

@@ -211,6 +211,8 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     )
     counter = counter + new.squeeze(1)
     e_spawn_timer = torch.where(spawning, e_spawn_speed, e_spawn_timer)
+    # the enemies ranked as two groups, each by order: every fish below every submarine
+    rank = enemies.order + torch.where(enemies.sub, SUBS_AFTER, 0)
 
     # a diver appears: side u3, lane u4
     d_spawning = d_spawn_timer == 0
@@ -240,7 +242,6 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     b_alive = bullets.alive & ~_out(bx)
     bullets = bullets._replace(x=bx, alive=b_alive)
     e_alive = enemies.alive
-    fish_first = enemies.order + torch.where(enemies.sub, SUBS_AFTER, 0)
     pending = b_alive
     for _ in range(BULLETS):
         this = _last(pending, bullets.order)  # [B, 3] one-hot (none when no bullet left)
@@ -248,7 +249,7 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
         cx = (bx * this).sum(1, keepdim=True)
         cy = (bullets.y * this).sum(1, keepdim=True)
         going = this.any(1, keepdim=True)
-        hit = _first(going & e_alive & (enemies.x == cx) & (enemies.y == cy), fish_first)
+        hit = _first(going & e_alive & (enemies.x == cx) & (enemies.y == cy), rank)
         e_alive = e_alive & ~hit
         scored = hit.any(1, keepdim=True)
         b_alive = b_alive & ~(this & scored)
@@ -296,7 +297,6 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     e_check = moves & ~gone & ~meets
     enemies = enemies._replace(x=e_x, timer=timer, alive=alive & ~gone)
     e_y = enemies.y
-    e_rank = enemies.order + torch.where(enemies.sub, SUBS_AFTER, 0)  # latest sub first
     b_alive = bullets.alive
     killed = torch.zeros_like(e_check)
     pending = b_alive
@@ -306,7 +306,7 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
         cx = (bullets.x * this).sum(1, keepdim=True)
         cy = (bullets.y * this).sum(1, keepdim=True)
         going = this.any(1, keepdim=True)
-        hit = _last(going & e_check & ~killed & (e_x == cx) & (e_y == cy), e_rank)
+        hit = _last(going & e_check & ~killed & (e_x == cx) & (e_y == cy), rank)
         killed = killed | hit
         b_alive = b_alive & ~(this & hit.any(1, keepdim=True))
         reward = reward + hit.any(1)
