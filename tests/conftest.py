@@ -1,3 +1,5 @@
+import logging
+
 import pytest
 import torch
 
@@ -5,6 +7,19 @@ import torch
 torch.set_num_threads(1)
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored():
+    """A run through Hydra in this process (tests that call gpurl.train's main) gives the
+    root logger a handler on the stream pytest captured for that test, closed after it:
+    a later test whose code logs (JAX probing for backends, say) would find a logging
+    error in its own captured stderr. Each test leaves the root logger as it found it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

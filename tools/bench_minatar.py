@@ -254,12 +254,15 @@ def minatar_case(game: str, num_envs: int, seed: int) -> Case:
 
 
 def gymnax_case(game: str, num_envs: int, seed: int) -> Case:
-    import gymnax
     import jax
+
+    # before gymnax's import makes arrays: JAX then starts its CPU backend alone, with no
+    # probe (and log line) for accelerators it would not use
+    jax.config.update("jax_platforms", "cpu")
+    import gymnax
 
     if GYMNAX_IDS[game] not in gymnax.registered_envs:
         raise Skip(f"gymnax {_version('gymnax')} has no {GYMNAX_IDS[game]}")
-    jax.config.update("jax_platforms", "cpu")
     env, params = gymnax.make(GYMNAX_IDS[game])
     n_actions = env.num_actions
     reset = jax.vmap(env.reset, in_axes=(0, None))

@@ -132,5 +132,7 @@ def test_a_game_gymnax_lacks_is_skipped_with_one_line(monkeypatch, capsys):
     assert bench_minatar.main(argv) == 0
     captured = capsys.readouterr()
     assert captured.out == ""
-    (line,) = captured.err.strip().splitlines()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, lines
+    (line,) = lines
     assert line.startswith("skipping gymnax seaquest: gymnax") and "Seaquest-MinAtar" in line
