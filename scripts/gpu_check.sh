@@ -128,29 +128,33 @@ fi
 if [[ $what == headline3 ]]; then
   # what the 2026-11-28 lease's steps ran out of time for, and recurrent PPO's update
   # under CUDA graphs (new since), most lacking first; the timeouts sum to 9 min
-  # 1. the CUDA tests of what is new: the recurrent update captured, training without syncs
+  # 1. the CUDA tests of what is new: the recurrent update captured, the replay's draw
+  # inside the captured update, training without syncs
   timeout "$(left 60)" python3 -m pytest -q -p no:cacheprovider -p no:logging -n 4 \
-    -k "recurrent_ppo_update_under_cudagraphs or never_syncs or pure" tests/test_compile.py \
-    tests/envs/test_marinenav_env.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -15
-  # 2. recurrent PPO against feedforward at 1,024 envs, eager and with the update captured
+    -k "recurrent_ppo_update_under_cudagraphs or never_syncs or pure or draws_its_own" \
+    tests/test_compile.py tests/envs/test_marinenav_env.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -15
+  # 2. MarineNav IQN at 1,024 envs with the replay's draw inside the captured update
+  # (11,661 frames/s on 2026-11-28 with it eager): training frames/s, then updates/s with
+  # the eager draw against the fused one
+  step 45 python3 tools/profile_train.py marinenav_iqn --device "$DEV" --iterations $(big 5 2) \
+    --profile-iterations 1 --warmup 2 --set env.num_envs=$(big 1024 4) \
+    $(big compile.cudagraphs=true "compile.update=true trainer.init_random_frames=16")
+  step 60 python3 tools/bench_compile.py --what agents --device "$DEV" --num-envs $(big 1024 4) \
+    --agents marinenav_iqn --modes $(big cudagraphs compiled) --draw sample trainer
+  # 3. recurrent PPO against feedforward at 1,024 envs, eager and with the update captured
   # (issue 42: 0.38x eager on 2026-11-28, the target 0.6x)
   for core in "" "agent.recurrent=null agent.critic_recurrent=false"; do
     step 45 python3 tools/bench_train.py --device "$DEV" --presets ppo_cartpole_masked_lstm \
       --num-envs $(big 1024 8) --rollout-steps 32 --modes eager $(big cudagraphs "") \
       --rounds $(big 3 1) --warmup 1 ${core:+--set $core}
   done
-  # 3. MarineNav IQN and AC-IQN training at 8,192 envs under CUDA graphs: 512 updates an
+  # 4. MarineNav IQN and AC-IQN training at 8,192 envs under CUDA graphs: 512 updates an
   # iteration, so one profiled iteration (five ran past 45 s, the profiler processing
   # every kernel of every graph)
   for preset in marinenav_iqn marinenav_acqin; do
     step 55 python3 tools/profile_train.py "$preset" --device "$DEV" --iterations $(big 3 2) \
       --profile-iterations 1 --warmup 1 --set env.num_envs=$(big 8192 4) \
       $(big compile.cudagraphs=true trainer.init_random_frames=16)
-  done
-  # 4. a MinAtar PQN iteration eager and under CUDA graphs, one of them profiled
-  for graphs in "" $(big compile.cudagraphs=true ""); do
-    step 35 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" \
-      --iterations $(big 10 2) --profile-iterations 1 --warmup 2 ${graphs:+--set $graphs}
   done
   # 5. VMAS navigation IPPO against BenchMARL, both on the device, a third of the preset's
   # frames (the whole run of each side took about 110 s, past the step's 180 s together)
@@ -161,7 +165,7 @@ fi
 if [[ $what == headline4 ]]; then
   # then: the MinAtar DQN group, the MarineNav presets' updates the 2026-11-28 lease did
   # not reach, MarineNav's compiled step, and VMAS against BenchMARL at 1,024 envs a
-  # side; 9 min
+  # side, then the MinAtar PQN profile with what time is left; 9 min
   # the MinAtar paper's DQN (issue 41): one update of 32 a frame on one env, five seeds
   # in one process, eager and CUDA graphs: what its 5M frames a run cost on the device
   for graphs in "" $(big compile.cudagraphs=true ""); do
@@ -176,6 +180,11 @@ if [[ $what == headline4 ]]; then
     --num-envs $(big "1024 65536" "4") --steps $(big 200 5) --repeats $(big 3 1)
   step 150 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
     --out "$OUT/peers1024" --frames $(big 1024000 6400) --set env.num_envs=$(big 1024 32)
+  # a MinAtar PQN iteration eager and under CUDA graphs, one of them profiled
+  for graphs in "" $(big compile.cudagraphs=true ""); do
+    step 35 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" \
+      --iterations $(big 10 2) --profile-iterations 1 --warmup 2 ${graphs:+--set $graphs}
+  done
   echo "headline4: $(wc -l <"$B") records in $B"
 fi
 if [[ $what == figures ]]; then

@@ -11,6 +11,8 @@ the per-agent update checks are marked slow; the fast suite compiles DQN's polic
 and update once (test_compiled_collector_acts_as_the_eager_one).
 """
 
+import math
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -220,3 +222,23 @@ def test_cudagraphs_training_never_syncs(tmp_path, preset):
         + (["compile.policy=false"] if recurrent else [])
     )
     iterate_without_syncs(build(cfg, tmp_path), warmup=6, steps=4)  # warm-up: capture
+
+
+@requires_cuda
+@pytest.mark.parametrize("preset", ["marinenav_iqn", "marinenav_acqin", "dqn_cartpole"])
+def test_captured_update_draws_its_own_sample_on_cuda(tmp_path, preset):
+    """Under compile=cudagraphs the replay's draw is inside the captured update
+    (OffPolicyAgent.fuse_draw): training never syncs, and the updates move the weights
+    with finite losses."""
+    cfg = load_config(
+        [f"experiment={preset}", "device=cuda", "compile=cudagraphs", "logger=none"]
+        + ["trainer.progress=false", "trainer.init_random_frames=0", "env.num_envs=16"]
+        + (["compile.env=false"] if preset.startswith("marinenav") else [])
+    )
+    tr = build(cfg, tmp_path)
+    assert tr.fused
+    before = {n: p.detach().clone() for n, p in tr.agent.parameters()}
+    iterate_without_syncs(tr, warmup=6, steps=4)
+    assert tr.progress.update_count > 0
+    assert any(not torch.equal(p, before[n]) for n, p in tr.agent.parameters())
+    assert all(math.isfinite(v) for v in tr.metrics.peek().values())

@@ -15,6 +15,11 @@ cudagraphs = compile=cudagraphs, CUDA only): updates/s of agent.update on one fi
 batch (--batch-size replay samples; PPO: a minibatch of num_envs) and collected
 frames/s of the trainer's collector (one step of every env per rollout), best of
 --rounds rounds of --calls calls after --warmup untimed calls (compiling, capturing).
+--draw (off-policy agents; several: a case each) says where an update's sample comes
+from: `fixed` (default) one sample drawn before timing, the update alone; `sample` the
+replay's eager draw then the update, each call; `trainer` as the trainer runs it: the
+eager draw, or, where the trainer fuses the draw into a compiled update
+(trainers/off_policy.py), that one step.
 
 --what env: CartPole-v1, env only (no policy), uniformly random actions, one thread.
 Implementations (--impls; peers are skipped with a one-line note when not importable):
@@ -390,7 +395,7 @@ def _timed(fn, calls: int, device) -> float:
     return (time.perf_counter() - t0) / calls
 
 
-def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
+def bench_agent(args, agent: str, mode: str, num_envs: int, draw: str = "fixed") -> dict:
     """One agent in one mode: its update on a fixed batch (batch_size samples, or a
     num_envs minibatch for PPO) and its collector's rollout of one step of every env."""
     import tempfile
@@ -426,9 +431,15 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
         tr = build(cfg, run_dir)
     batch = training_batch(tr)
+    draw = "fixed" if on_policy else draw
+    fused = draw == "trainer" and tr.fused
 
     def update():  # as the trainer runs it: the update, then counted (TD3's delay reads it)
-        tr.agent.update(batch, tr.progress)
+        if fused:
+            tr.agent.update(tr.buffer.bounds, tr.progress)
+        else:
+            sample = batch if draw == "fixed" else tr.buffer.sample(tr.progress)
+            tr.agent.update(sample, tr.progress)
         tr.progress.add_update()
 
     t0 = time.perf_counter()
@@ -453,6 +464,8 @@ def bench_agent(args, agent: str, mode: str, num_envs: int) -> dict:
         "compile": compile_overrides,
         "num_envs": num_envs,
         "batch_size": batch.numel(),
+        "draw": draw,
+        "draw_fused": fused,
         "hidden": list(cfg.agent.get("hidden") or []),
         "updates_per_sec": round(1 / min(per_update), 1),
         "samples_per_sec": round(batch.numel() / min(per_update), 1),
@@ -478,13 +491,14 @@ def bench_agents(args) -> list[dict]:
     for num_envs in args.num_envs:
         for agent in args.agents:
             for mode in modes:
-                # each case compiles afresh, as in a run of its own: Dynamo's caches from
-                # the cases before would otherwise fill its recompile limit (8 frames of
-                # clip_and_step) and leave the later cases running eager
-                torch._dynamo.reset()
-                record = bench_agent(args, agent, mode, num_envs)
-                print(json.dumps(record), flush=True)
-                records.append(record)
+                for draw in args.draw:
+                    # each case compiles afresh, as in a run of its own: Dynamo's caches
+                    # from the cases before would otherwise fill its recompile limit (8
+                    # frames of clip_and_step) and leave the later cases running eager
+                    torch._dynamo.reset()
+                    record = bench_agent(args, agent, mode, num_envs, draw)
+                    print(json.dumps(record), flush=True)
+                    records.append(record)
     return records
 
 
@@ -501,6 +515,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--modes", nargs="+", choices=list(AGENT_MODES), default=list(AGENT_MODES))
     p.add_argument("--device", default="cpu", help="agents: cpu or cuda")
+    p.add_argument(
+        "--draw",
+        nargs="+",
+        choices=["fixed", "sample", "trainer"],
+        default=["fixed"],
+        help="agents: where an update's sample comes from, one case each (module docstring)",
+    )
     p.add_argument("--batch-size", type=int, default=256, help="agents: replay batch size")
     p.add_argument("--hidden", type=int, default=256, help="agents: hidden layer width")
     p.add_argument("--warmup", type=int, default=8, help="agents: untimed calls first")

@@ -175,6 +175,7 @@ class ACIQNConfig(QuantileKeys, TargetNetworkKeys, EpsilonGreedyKeys, OffPolicyC
 @register("agent", "acqin", ACIQNConfig)
 class ACIQNAgent(OffPolicyAgent):
     name = "acqin"
+    fuses_draw = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)

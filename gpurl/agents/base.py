@@ -341,6 +341,22 @@ class OffPolicyAgent(Agent):
         #: whose every slot is a sample): losses take plain means (core/replay.weighted_mean)
         self.uniform_sample = not self.cfg.get("prioritized") and info.valid_key is None
 
+    #: update() is one `learn` step on one sample (plus host-side target bookkeeping),
+    #: so the replay's draw can go inside that step (fuse_draw)
+    fuses_draw = False
+
+    def fuse_draw(self, draw: Callable, bounds: TensorDict) -> None:
+        """Add a gradient step learn(draw(bounds)), taken when update() is handed the
+        replay's `bounds` in place of a sample: compile.update traces, and
+        compile.cudagraphs captures, the sampling with the step (one graph launch an
+        update, no eager sampling kernels, no copy of a sample into the graph's
+        inputs; trainers/off_policy.py decides when). update() still takes a sample."""
+        if not self.fuses_draw:
+            raise ConfigError(f"{self.name}'s update runs several steps: its draw stays eager")
+        learn, on_sample = self.learn, self.learn_step
+        on_bounds = self.compiled(lambda b: learn(draw(b)))
+        self.learn_step = lambda batch: on_bounds(batch) if batch is bounds else on_sample(batch)
+
     def replay_spec(self) -> ReplaySpec:
         """The replay the agent config asks for (agent.n_step, agent.prioritized...)."""
         cfg = self.cfg

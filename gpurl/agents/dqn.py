@@ -117,6 +117,10 @@ class DQNAgent(OffPolicyAgent):
     name = "dqn"
     many_seeds = True
 
+    @property
+    def fuses_draw(self) -> bool:  # recurrent DQN learns from sequences, drawn eagerly
+        return self.core is None
+
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
         n_actions = require_discrete(info, self.name, "sac, td3 or ddpg, or a discrete env")

@@ -161,6 +161,7 @@ class IQNConfig(QuantileKeys, QLearningConfig):
 @register("agent", "iqn", IQNConfig)
 class IQNAgent(OffPolicyAgent):
     name = "iqn"
+    fuses_draw = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)

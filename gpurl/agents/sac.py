@@ -62,6 +62,7 @@ class SACConfig(ContinuousOffPolicyConfig):
 @register("agent", "sac", SACConfig)
 class SACAgent(OffPolicyAgent):
     name = "sac"
+    fuses_draw = True
     many_seeds = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):

@@ -6,6 +6,10 @@ It trains OffPolicyAgents (agents/base.py).
         after init_random_frames: utd x frames_per_batch updates on sampled minibatches,
         new priorities handed back to a prioritized replay
 
+Under compile.update or compile.cudagraphs, an agent whose update is one learn step
+on a uniform replay draws its sample inside that step (`fused`: the update gets the
+replay's device bounds, not a sample; trainers/replay.DeviceReplay.draw).
+
 A recurrent agent (agent.recurrent: recurrent DQN) declares sequences in its ReplaySpec:
 the replay deals whole sequences of one stream (trainers/sequence_replay.py, whose
 samples wait until it holds one), and checkpoints keep the acting hidden state.
@@ -68,6 +72,14 @@ class OffPolicyTrainer(Trainer):
         )
         require_lean_collector(self.collector, agent)
         self.update_debt = 0.0
+        # A compiled or captured update draws its own sample (OffPolicyAgent.fuse_draw):
+        # eager, the draw is a few dozen small kernels an update and, under CUDA graphs,
+        # a copy of every sampled entry into the graph's inputs; on the H200 that was
+        # two thirds of a MarineNav IQN iteration (docs/scaling.md).
+        spec = agent.compile
+        self.fused = (spec.update or spec.cudagraphs) and self.buffer.fusable and agent.fuses_draw
+        if self.fused:
+            agent.fuse_draw(self.buffer.draw, self.buffer.bounds)
 
     # -- the hot path -----------------------------------------------------------------------
     def iteration(self) -> None:
@@ -88,7 +100,7 @@ class OffPolicyTrainer(Trainer):
         self.update_debt += self.cfg.utd * frames
         while self.update_debt >= 1:
             self.update_debt -= 1
-            sample = self.buffer.sample(self.progress)
+            sample = self.buffer.bounds if self.fused else self.buffer.sample(self.progress)
             out = self.agent.update(sample, self.progress)
             priority = out.pop("priority", None)
             if priority is not None:

@@ -29,6 +29,12 @@ keys, e.g. ("agents", "self_state"), now one slot each), "action",
 Prioritized replay gives new transitions the largest priority seen so far (0 for
 invalid slots, which are then never drawn), samples proportionally to p^alpha, and
 weights by (N P(i))^-beta / max.
+
+`draw(bounds)` is `sample()` with the ring's extent read from device tensors instead of
+host ints (`bounds`, refreshed by `extend`): a uniform replay's draw can then be traced
+and captured together with the update that consumes it (OffPolicyAgent.fuse_draw), so
+that an update under CUDA graphs is one graph launch, with no eager sampling kernels
+and no copy of the sample into the graph's inputs.
 """
 
 from __future__ import annotations
@@ -89,6 +95,12 @@ class DeviceReplay:
             self.sampler = make_priority_sampler(spec.sampler, self.priority_slots(), device)
             self.max_priority = torch.ones((), device=self.device)
         self.beta = LinearSchedule(spec.beta_start, spec.beta_end, spec.beta_frames)
+        # draw()'s inputs, written in place by extend (a captured draw reads these
+        # addresses): rows filled x streams of one run, and the newest physical row
+        zero = torch.zeros((), dtype=torch.long, device=self.device)
+        self.bounds = unchecked_tensordict(
+            {"count": zero, "newest": zero.clone()}, torch.Size([]), self.device
+        )
 
     def ring_rows(self, capacity: int) -> int:
         """Rows of the ring for `capacity` transitions: at least one n-step window."""
@@ -176,6 +188,12 @@ class DeviceReplay:
             self.prioritize_new(rows, T, entries)
         self.cursor = (self.cursor + T) % self.rows
         self.filled = min(self.filled + T, self.rows)
+        self.refresh_bounds()
+
+    def refresh_bounds(self) -> None:
+        """Write the host cursor and fill into `bounds` (fills from host ints: no read)."""
+        self.bounds["count"].fill_(self.filled * (self.streams // self.runs))
+        self.bounds["newest"].fill_((self.cursor - 1) % self.rows)
 
     def prioritize_new(self, rows: torch.Tensor, T: int, entries: dict) -> None:
         """Give the T rows being written (physical `rows`) the largest priority so far
@@ -190,15 +208,9 @@ class DeviceReplay:
     def sample(self, progress: Progress | None = None) -> TensorDict:
         if self.filled == 0:
             raise RuntimeError("sample() from an empty replay")
-        n, S, spec = self.batch_size, self.streams, self.spec
-        if self.runs > 1:
-            per, R = S // self.runs, self.runs
-            i = torch.randint(self.filled * per, (R, n // R), device=self.device)
-            own = torch.arange(R, device=self.device).unsqueeze(1) * per
-            index = ((i // per) * S + i % per + own).reshape(-1)
-            weight = torch.ones(n, device=self.device)
-        elif self.sampler is None:
-            index = torch.randint(self.filled * S, (n,), device=self.device)
+        n, S = self.batch_size, self.streams
+        if self.sampler is None:
+            index = self.uniform_index(self.filled * (S // self.runs))
             weight = torch.ones(n, device=self.device)
         else:
             from gpurl.trainers.priority import importance_weights
@@ -208,9 +220,44 @@ class DeviceReplay:
                 progress.frames if progress is not None else torch.zeros((), device=self.device)
             )
             weight = importance_weights(prob, self.filled * S, self.beta(frames))
+        return self.gather(index, weight, (self.cursor - 1) % self.rows)
+
+    @property
+    def fusable(self) -> bool:
+        """Whether `draw` can stand in for `sample` inside a compiled update: a uniform
+        replay (a prioritized sampler's draw and its bookkeeping stay eager)."""
+        return self.sampler is None
+
+    def draw(self, bounds: TensorDict) -> TensorDict:
+        """A uniform sample from the extent in `bounds` (the replay's own `bounds`,
+        passed in by the caller): no host int is read, so the draw is traced and
+        captured with the update it feeds. Rows are drawn as a 62-bit draw modulo the
+        count (a bias below 1e-12), not sample()'s randint, whose bound is a host int."""
+        index = self.uniform_index(bounds["count"])
+        return self.gather(index, torch.ones(self.batch_size, device=self.device), bounds["newest"])
+
+    def uniform_index(self, count: int | torch.Tensor) -> torch.Tensor:
+        """batch_size flat storage indices, uniform over the `count` filled slots of
+        each run's streams (batch_size / runs rows per run, run-major); `count` a host
+        int (sample) or a 0-d device tensor (draw)."""
+        n, S, R = self.batch_size, self.streams, self.runs
+        shape = (R, n // R) if R > 1 else (n,)
+        if isinstance(count, int):
+            i = torch.randint(count, shape, device=self.device)
+        else:
+            i = torch.randint(2**62, shape, device=self.device) % count
+        if R == 1:
+            return i
+        per = S // R  # run k's streams are [k per, (k + 1) per)
+        own = torch.arange(R, device=self.device).unsqueeze(1) * per
+        return ((i // per) * S + i % per + own).reshape(-1)
+
+    def gather(self, index: torch.Tensor, weight: torch.Tensor, newest) -> TensorDict:
+        """The sample at flat storage `index`: n-step returns along each stream up to
+        the `newest` row (a host int or a 0-d device tensor)."""
+        n, S, spec = self.batch_size, self.streams, self.spec
         row, stream = index // S, index % S
         d = self.data
-        newest = (self.cursor - 1) % self.rows
         ret, discount, last = nstep_returns(
             d["reward"],
             d["terminated"],
@@ -265,8 +312,17 @@ class DeviceReplay:
 
     def load_state_dict(self, state: dict) -> None:
         self.cursor, self.filled = int(state["cursor"]), int(state["filled"])
-        self.data = {k: v.to(self.device) for k, v in state["data"].items()}
+        data = {k: v.to(self.device) for k, v in state["data"].items()}
+        same = self.data.keys() == data.keys() and all(
+            self.data[k].shape == v.shape and self.data[k].dtype == v.dtype for k, v in data.items()
+        )
+        if same:  # in place: a captured draw holds these tensors
+            for k, v in data.items():
+                self.data[k].copy_(v)
+        else:
+            self.data = data
         self.env_dtypes = dict(state.get("env_dtypes", {}))
+        self.refresh_bounds()
         if self.sampler is not None:
             self.sampler.load_state_dict(state["sampler"])
             self.max_priority = state["max_priority"].to(self.device)

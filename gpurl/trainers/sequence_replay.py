@@ -122,6 +122,11 @@ class SequenceReplay(DeviceReplay):
         self.sampler.update(index, priority)
 
     # -- sampling -------------------------------------------------------------------------------
+    @property
+    def fusable(self) -> bool:
+        """Sequences are drawn by their own sampler, eagerly."""
+        return False
+
     def sample(self, progress: Progress | None = None) -> TensorDict:
         first, count = self.starts()
         if count == 0:
