@@ -30,8 +30,8 @@ Prioritized replay gives new transitions the largest priority seen so far (0 for
 invalid slots, which are then never drawn), samples proportionally to p^alpha, and
 weights by (N P(i))^-beta / max.
 
-`draw(bounds)` is `sample()` with the ring's extent read from device tensors instead of
-host ints (`bounds`, refreshed by `extend`): a uniform replay's draw can then be traced
+`draw(bounds)` is a uniform replay's `sample()` with the ring's extent read from device
+tensors instead of host ints (`bounds`, refreshed by `extend`): it can then be traced
 and captured together with the update that consumes it (OffPolicyAgent.fuse_draw), so
 that an update under CUDA graphs is one graph launch, with no eager sampling kernels
 and no copy of the sample into the graph's inputs.
@@ -229,23 +229,22 @@ class DeviceReplay:
         return self.sampler is None
 
     def draw(self, bounds: TensorDict) -> TensorDict:
-        """A uniform sample from the extent in `bounds` (the replay's own `bounds`,
-        passed in by the caller): no host int is read, so the draw is traced and
-        captured with the update it feeds. Rows are drawn as a 62-bit draw modulo the
-        count (a bias below 1e-12), not sample()'s randint, whose bound is a host int."""
+        """sample() of a uniform replay, its extent read from `bounds` (the replay's
+        own, passed in by the caller) instead of host ints: the same rows for the same
+        generator state, and no host int read, so the draw is traced and captured with
+        the update it feeds."""
         index = self.uniform_index(bounds["count"])
         return self.gather(index, torch.ones(self.batch_size, device=self.device), bounds["newest"])
 
     def uniform_index(self, count: int | torch.Tensor) -> torch.Tensor:
         """batch_size flat storage indices, uniform over the `count` filled slots of
         each run's streams (batch_size / runs rows per run, run-major); `count` a host
-        int (sample) or a 0-d device tensor (draw)."""
+        int (sample) or a 0-d device tensor (draw): the same draws either way. A 62-bit
+        draw modulo the count (a bias below 1e-12), because randint's bound is a host
+        int that a traced or captured draw cannot change."""
         n, S, R = self.batch_size, self.streams, self.runs
         shape = (R, n // R) if R > 1 else (n,)
-        if isinstance(count, int):
-            i = torch.randint(count, shape, device=self.device)
-        else:
-            i = torch.randint(2**62, shape, device=self.device) % count
+        i = torch.randint(2**62, shape, device=self.device) % count
         if R == 1:
             return i
         per = S // R  # run k's streams are [k per, (k + 1) per)
