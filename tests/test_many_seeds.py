@@ -299,6 +299,9 @@ INDEPENDENCE_CASES = {
         "trainer.init_random_frames=32",
         "trainer.total_frames=160",
         "trainer.eval_interval=80",
+        # epsilon at its end value within the run: a changed epsilon_end surely changes
+        # some of run 1's actions (over the default 10k frames it moves epsilon by 0.7%)
+        "agent.epsilon_frames=64",
     ],
     "ppo": [
         "env=cartpole",

@@ -318,8 +318,10 @@ class Agent:
 
     def update(self, batch: TensorDict, progress: Progress) -> TensorDict:
         """One gradient update on `batch` (a replay sample or a rollout minibatch of N
-        rows, batch size [N]); returns a TensorDict of device scalars (losses and the
-        like), which the trainer sums on the device and reads once per log interval."""
+        rows, batch size [N]; or, after OffPolicyAgent.fuse_draw, the replay's bounds,
+        the sample then drawn inside the step); returns a TensorDict of device scalars
+        (losses and the like), which the trainer sums on the device and reads once per
+        log interval."""
         raise NotImplementedError
 
 
