@@ -6,6 +6,7 @@ the replay is uniform, and leaves every other case as it was."""
 import pytest
 import torch
 
+from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
 from gpurl.envs.cartpole import CartPoleEnv
 from gpurl.envs.info import env_info
@@ -37,6 +38,24 @@ def test_draw_returns_the_transitions_sample_returns():
     sampled = replay.sample()
     assert set(rows_of(drawn)) == {0, 1, 2, 3}  # every filled row, none past them
     for key in sampled.keys(True, True):  # the same rows, returns and bootstraps
+        assert torch.equal(drawn[key], sampled[key]), key
+
+
+def test_a_prioritized_draw_returns_the_prioritized_sample():
+    info = env_info(CartPoleEnv(num_envs=2))
+    spec = ReplaySpec(n_step=2, gamma=GAMMA, prioritized=True)
+    replay = DeviceReplay(spec, info, ["observation"], 100, 64, "cpu")
+    batch = cartpole_batch([1.0, 2.0, 4.0, 8.0], [False, True, False, False], [False] * 4)
+    replay.extend(batch.expand(4, 2).clone())
+    replay.update_priorities(torch.tensor([1, 2, 5]), torch.tensor([4.0, 0.5, 9.0]))
+    progress = Progress("cpu")
+    progress.frames += 1000  # beta moves with the frames
+    torch.manual_seed(0)
+    drawn = replay.draw(replay.bounds, progress)
+    torch.manual_seed(0)
+    sampled = replay.sample(progress)
+    assert sampled["weight"].unique().numel() > 1  # importance weights, not ones
+    for key in sampled.keys(True, True):
         assert torch.equal(drawn[key], sampled[key]), key
 
 
@@ -95,7 +114,8 @@ def a_trainer(tmp_path, *overrides):
         (["env=pendulum", "agent=acqin", "compile.update=true"], True),
         (["env=cartpole", "agent=dqn"], False),  # eager: the draw stays sample()
         (["env=cartpole", "agent=dqn", "compile.amp=true"], False),
-        (["env=cartpole", "agent=dqn", "compile.update=true", "agent.prioritized=true"], False),
+        (["env=cartpole", "agent=dqn", "compile.update=true", "agent.prioritized=true"], True),
+        (["env=cartpole", "agent=rainbow", "compile.update=true"], True),
         (["env=pendulum", "agent=td3", "compile.update=true"], False),  # two steps a sample
         (["experiment=dqn_cartpole_masked_lstm"], False),  # sequences
     ],
@@ -131,3 +151,32 @@ def test_a_compiled_fused_update_matches_the_eager_draw_and_update(tmp_path):
         other = fused.agent.modules()[name].state_dict()
         for k, v in module.state_dict().items():
             torch.testing.assert_close(other[k], v, rtol=1e-4, atol=1e-4, msg=f"{name}.{k}")
+
+
+@pytest.mark.slow
+def test_a_compiled_fused_prioritized_update_writes_the_eager_priorities(tmp_path):
+    """Prioritized replay with the draw inside the compiled update: the fused step hands
+    back the index it drew, and the priorities written are the eager sample's and
+    update's (Inductor's random draws made the eager generator's)."""
+    prioritized = ["env=cartpole", "agent=dqn", "agent.prioritized=true"]
+    eager = a_trainer(tmp_path / "e", *prioritized)
+    fused = a_trainer(tmp_path / "f", *prioritized, "compile.update=true")
+    assert fused.fused
+    for tr in (eager, fused):
+        torch.manual_seed(0)
+        for _ in range(7):
+            tr.iteration()
+    with torch._inductor.config.patch(fallback_random=True):
+        torch.manual_seed(1)
+        for _ in range(3):
+            out = fused.agent.update(fused.buffer.bounds, fused.progress)
+            fused.buffer.update_priorities(out.pop("index"), out.pop("priority"))
+    torch.manual_seed(1)
+    for _ in range(3):
+        sample = eager.buffer.sample(eager.progress)
+        out = eager.agent.update(sample, eager.progress)
+        eager.buffer.update_priorities(sample["index"], out.pop("priority"))
+    torch.testing.assert_close(
+        fused.buffer.sampler.priority, eager.buffer.sampler.priority, rtol=1e-4, atol=1e-6
+    )
+    assert (eager.buffer.sampler.priority > 0).sum() > 0

@@ -352,11 +352,21 @@ class OffPolicyAgent(Agent):
         replay's `bounds` in place of a sample: compile.update traces, and
         compile.cudagraphs captures, the sampling with the step (one graph launch an
         update, no eager sampling kernels, no copy of a sample into the graph's
-        inputs; trainers/off_policy.py decides when). update() still takes a sample."""
+        inputs; trainers/off_policy.py decides when). Where the step returns new
+        priorities it also returns the sampled "index" they belong to. update() still
+        takes a sample."""
         if not self.fuses_draw:
             raise ConfigError(f"{self.name}'s update runs several steps: its draw stays eager")
         learn, on_sample = self.learn, self.learn_step
-        on_bounds = self.compiled(lambda b: learn(draw(b)))
+
+        def drawn(b: TensorDict) -> TensorDict:
+            sample = draw(b)
+            out = learn(sample)
+            if "priority" in out.keys():
+                out.set("index", sample["index"])
+            return out
+
+        on_bounds = self.compiled(drawn)
         self.learn_step = lambda batch: on_bounds(batch) if batch is bounds else on_sample(batch)
 
     def replay_spec(self) -> ReplaySpec:

@@ -7,8 +7,9 @@ It trains OffPolicyAgents (agents/base.py).
         new priorities handed back to a prioritized replay
 
 Under compile.update or compile.cudagraphs, an agent whose update is one learn step
-on a uniform replay draws its sample inside that step (`fused`: the update gets the
-replay's device bounds, not a sample; trainers/replay.DeviceReplay.draw).
+draws its sample inside that step (`fused`: the update gets the replay's device
+bounds, not a sample, and hands back the index its priorities belong to;
+trainers/replay.DeviceReplay.draw). Sequence replay keeps the eager draw.
 
 A recurrent agent (agent.recurrent: recurrent DQN) declares sequences in its ReplaySpec:
 the replay deals whole sequences of one stream (trainers/sequence_replay.py, whose
@@ -79,7 +80,8 @@ class OffPolicyTrainer(Trainer):
         spec = agent.compile
         self.fused = (spec.update or spec.cudagraphs) and self.buffer.fusable and agent.fuses_draw
         if self.fused:
-            agent.fuse_draw(self.buffer.draw, self.buffer.bounds)
+            buffer, progress = self.buffer, self.progress
+            agent.fuse_draw(lambda bounds: buffer.draw(bounds, progress), buffer.bounds)
 
     # -- the hot path -----------------------------------------------------------------------
     def iteration(self) -> None:
@@ -103,8 +105,9 @@ class OffPolicyTrainer(Trainer):
             sample = self.buffer.bounds if self.fused else self.buffer.sample(self.progress)
             out = self.agent.update(sample, self.progress)
             priority = out.pop("priority", None)
-            if priority is not None:
-                self.buffer.update_priorities(sample["index"], priority)
+            if priority is not None:  # a fused step hands back the index it drew
+                index = out.pop("index") if self.fused else sample["index"]
+                self.buffer.update_priorities(index, priority)
             self.metrics.add(out)
             self.progress.add_update()
 

@@ -30,8 +30,8 @@ Prioritized replay gives new transitions the largest priority seen so far (0 for
 invalid slots, which are then never drawn), samples proportionally to p^alpha, and
 weights by (N P(i))^-beta / max.
 
-`draw(bounds)` is a uniform replay's `sample()` with the ring's extent read from device
-tensors instead of host ints (`bounds`, refreshed by `extend`): it can then be traced
+`draw(bounds)` is `sample()` with the ring's extent read from device tensors instead
+of host ints (`bounds`, refreshed by `extend`): it can then be traced
 and captured together with the update that consumes it (OffPolicyAgent.fuse_draw), so
 that an update under CUDA graphs is one graph launch, with no eager sampling kernels
 and no copy of the sample into the graph's inputs.
@@ -206,35 +206,40 @@ class DeviceReplay:
 
     # -- sampling -----------------------------------------------------------------------------
     def sample(self, progress: Progress | None = None) -> TensorDict:
+        """batch_size transitions, uniform or by priority (the module docstring)."""
         if self.filled == 0:
             raise RuntimeError("sample() from an empty replay")
-        n, S = self.batch_size, self.streams
+        count = self.filled * (self.streams // self.runs)
+        return self.draw_from(count, (self.cursor - 1) % self.rows, progress)
+
+    @property
+    def fusable(self) -> bool:
+        """Whether `draw` can stand in for `sample` inside a compiled update."""
+        return True
+
+    def draw(self, bounds: TensorDict, progress: Progress | None = None) -> TensorDict:
+        """sample() with the ring's extent read from `bounds` (the replay's own, passed
+        in by the caller) instead of host ints: the same sample for the same generator
+        state, and no host int read, so the draw is traced and captured with the update
+        it feeds."""
+        return self.draw_from(bounds["count"], bounds["newest"], progress)
+
+    def draw_from(self, count, newest, progress: Progress | None) -> TensorDict:
+        """A sample from the `count` filled slots of each run's streams, n-step returns
+        read up to the `newest` row; each a host int or a 0-d device tensor."""
+        n = self.batch_size
         if self.sampler is None:
-            index = self.uniform_index(self.filled * (S // self.runs))
+            index = self.uniform_index(count)
             weight = torch.ones(n, device=self.device)
-        else:
+        else:  # one run (prioritized replay refuses more): count is every filled slot
             from gpurl.trainers.priority import importance_weights
 
             index, prob = self.sampler.sample(n)
             frames = (
                 progress.frames if progress is not None else torch.zeros((), device=self.device)
             )
-            weight = importance_weights(prob, self.filled * S, self.beta(frames))
-        return self.gather(index, weight, (self.cursor - 1) % self.rows)
-
-    @property
-    def fusable(self) -> bool:
-        """Whether `draw` can stand in for `sample` inside a compiled update: a uniform
-        replay (a prioritized sampler's draw and its bookkeeping stay eager)."""
-        return self.sampler is None
-
-    def draw(self, bounds: TensorDict) -> TensorDict:
-        """sample() of a uniform replay, its extent read from `bounds` (the replay's
-        own, passed in by the caller) instead of host ints: the same rows for the same
-        generator state, and no host int read, so the draw is traced and captured with
-        the update it feeds."""
-        index = self.uniform_index(bounds["count"])
-        return self.gather(index, torch.ones(self.batch_size, device=self.device), bounds["newest"])
+            weight = importance_weights(prob, count, self.beta(frames))
+        return self.gather(index, weight, newest)
 
     def uniform_index(self, count: int | torch.Tensor) -> torch.Tensor:
         """batch_size flat storage indices, uniform over the `count` filled slots of
