@@ -180,3 +180,12 @@ def test_a_compiled_fused_prioritized_update_writes_the_eager_priorities(tmp_pat
         fused.buffer.sampler.priority, eager.buffer.sampler.priority, rtol=1e-4, atol=1e-6
     )
     assert (eager.buffer.sampler.priority > 0).sum() > 0
+
+
+def test_an_agent_with_several_steps_a_sample_refuses_to_fuse(tmp_path):
+    from gpurl.errors import ConfigError
+
+    tr = a_trainer(tmp_path, "env=pendulum", "agent=td3", "compile.update=true")
+    with pytest.raises(ConfigError, match="several steps") as err:
+        tr.agent.fuse_draw(tr.buffer.draw, tr.buffer.bounds)
+    assert "\n" not in str(err.value)
