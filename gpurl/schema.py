@@ -246,7 +246,11 @@ class Compile(Schema):
     Each switch can be set on its own: compile.update=true compile.amp=true ...
     See gpurl/trainers/compile.py and docs/scaling.md."""
 
-    update: bool = key(False, "torch.compile each gradient step (forward, backward, optimizer)")
+    update: bool = key(
+        False,
+        "torch.compile each gradient step (forward, backward, optimizer; off-policy: the "
+        "replay draw too)",
+    )
     policy: bool = key(False, "torch.compile the policy the collector acts with")
     env: bool = key(False, "the env's lean step through Inductor (native envs with a lean core)")
     cudagraphs: bool = key(

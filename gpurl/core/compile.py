@@ -1,7 +1,9 @@
 """The `compile` config group's settings, and the one wrapper that compiles a step.
 
     compile.update      torch.compile each gradient step an agent builds with
-                        `compile_step` (forward, backward and optimizer in one graph)
+                        `compile_step` (forward, backward and optimizer in one graph;
+                        an off-policy step also draws its replay sample inside it,
+                        OffPolicyAgent.fuse_draw)
     compile.policy      torch.compile the policy the collector acts with
                         (trainers/acting.py)
     compile.env         the env's lean step through Inductor (gpurl.envs.compile)
