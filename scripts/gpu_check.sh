@@ -131,8 +131,9 @@ if [[ $what == headline3 ]]; then
   # 1. the CUDA tests of what is new: the recurrent update captured, the replay's draw
   # inside the captured update, training without syncs
   timeout "$(left 60)" python3 -m pytest -q -p no:cacheprovider -p no:logging -n 4 \
-    -k "recurrent_ppo_update_under_cudagraphs or never_syncs or pure or draws_its_own" \
-    tests/test_compile.py tests/envs/test_marinenav_env.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -15
+    -k "recurrent_ppo_update_under_cudagraphs or never_syncs or pure or draws_its_own or cuda_phases" \
+    tests/test_compile.py tests/envs/test_marinenav_env.py tests/tools/test_packing_tools.py 2>&1 \
+    | tee "$OUT/tests_cuda.log" | tail -15
   # 2. MarineNav IQN at 1,024 envs with the replay's draw inside the captured update
   # (11,661 frames/s on 2026-11-28 with it eager): training frames/s, then updates/s with
   # the eager draw against the fused one
@@ -165,7 +166,8 @@ fi
 if [[ $what == headline4 ]]; then
   # then: the MinAtar DQN group, the MarineNav presets' updates the 2026-11-28 lease did
   # not reach, MarineNav's compiled step, and VMAS against BenchMARL at 1,024 envs a
-  # side, then the MinAtar PQN profile with what time is left; 9 min
+  # side, then the packing episode unsynced and the MinAtar PQN profile with what time
+  # is left; 9 min
   # the MinAtar paper's DQN (issue 41): one update of 32 a frame on one env, five seeds
   # in one process, eager and CUDA graphs: what its 5M frames a run cost on the device
   for graphs in "" $(big compile.cudagraphs=true ""); do
@@ -180,6 +182,12 @@ if [[ $what == headline4 ]]; then
     --num-envs $(big "1024 65536" "4") --steps $(big 200 5) --repeats $(big 3 1)
   step 150 python3 tools/bench_peers.py vmas --algos ippo --seeds 0 --device "$DEV" --no-install \
     --out "$OUT/peers1024" --frames $(big 1024000 6400) --set env.num_envs=$(big 1024 32)
+  # the packing seed episode (0.536 s on 2026-11-28 against the 0.5 s goal, its phases
+  # synced one by one): phases timed by CUDA events, then synced as then
+  for sync in "" --phase-sync; do
+    step 40 python3 tools/bench_seed_packing.py --device "$DEV" --bf16 --repeats 3 $sync \
+      $(big "" "--small --resolution 32 --kernel eager --gemm-size 256")
+  done
   # a MinAtar PQN iteration eager and under CUDA graphs, one of them profiled
   for graphs in "" $(big compile.cudagraphs=true ""); do
     step 35 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" \

@@ -27,6 +27,9 @@ orientation maps, as many times as the episode ran them) in a tight loop, which 
 implementation of this work with these networks can go below on this device. The
 seed's figures on this machine (68.0 s with its YCB catalog, 214 s with 16 synthetic
 primitives, medians of 3) give `speedup_vs_seed_*`. --max-elapsed-sec makes it exit 1 above a limit.
+On CUDA the phases are timed by CUDA events, not by syncing the device after each one
+(--phase-sync: the older way, which serialises the host's launches with the device's
+work); the record's phase_timing says which.
 --profile adds one more episode under torch.profiler: `profile` in the record holds its
 wall time, the device's kernel time in it, the launches and the top operators.
 
@@ -74,43 +77,68 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def episode(env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device, steps=None) -> dict:
-    """One episode of up to max_steps (or `steps`) placements; wall times of its phases."""
+def episode(
+    env: PackingEnv, agent: HRLDQNAgent, bootstrap: bool, device, steps=None, phase_sync=False
+) -> dict:
+    """One episode of up to max_steps (or `steps`) placements; wall times of its phases.
+
+    The loop reads each step's done flag on the host (one read a step, as the seed's
+    loop stops). On CUDA the phases are timed by CUDA events read after the episode, so
+    the host launches a phase while the device still runs the one before; with
+    `phase_sync` each phase ends with a device sync and is timed on the host (the
+    phases then run one after another: records without a phase_timing field were
+    taken so)."""
     times = {"act": 0.0, "env": 0.0, "bootstrap": 0.0}
+    events = device.type == "cuda" and not phase_sync
+    marks = []  # (phase, start event, end event)
     clock = time.perf_counter
+
+    def phase(name, fn):
+        if events:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            out = fn()
+            end.record()
+            marks.append((name, begin, end))
+            return out
+        t = clock()
+        out = fn()
+        sync(device)
+        times[name] += clock() - t
+        return out
+
     sync(device)
     placed = int(env.placements)
     start, cpu0 = clock(), time.process_time()
     td = env.lean_reset()
     limit, steps = steps or env.max_episode_steps, 0
     for _ in range(limit):
-        t = clock()
-        td = agent.policy(td)
-        sync(device)
-        times["act"] += clock() - t
-        t = clock()
-        nxt, next_td = env.lean_step(td["action"])
-        sync(device)
-        times["env"] += clock() - t
+        td = phase("act", lambda td=td: agent.policy(td))
+        nxt, next_td = phase("env", lambda td=td: env.lean_step(td["action"]))
         if bootstrap:
-            t = clock()
-            batch = transition(td, nxt, agent.cfg.gamma)
-            with torch.no_grad(), agent.autocast():  # as agent.learn runs it
-                agent.targets(batch)
-            sync(device)
-            times["bootstrap"] += clock() - t
+            phase("bootstrap", lambda td=td, nxt=nxt: bootstrap_targets(agent, td, nxt))
         steps += 1
         td = next_td
         if bool(nxt["done"].all()):  # a benchmark of one env: one host read a step is fine
             break
     sync(device)
+    elapsed = clock() - start
+    for name, begin, end in marks:
+        times[name] += begin.elapsed_time(end) / 1e3
     return {
-        "elapsed_sec": clock() - start,
+        "elapsed_sec": elapsed,
         "cpu_sec": time.process_time() - cpu0,
         "steps": steps,
         "placements": int(env.placements) - placed,
         **{f"{k}_sec": v for k, v in times.items()},
     }
+
+
+def bootstrap_targets(agent: HRLDQNAgent, td, nxt) -> None:
+    """The Double DQN targets of the transition, as agent.learn runs them."""
+    batch = transition(td, nxt, agent.cfg.gamma)
+    with torch.no_grad(), agent.autocast():
+        agent.targets(batch)
 
 
 def transition(td, nxt, gamma: float) -> TensorDict:
@@ -186,7 +214,7 @@ def gemm_gflops(device: torch.device, bf16: bool, n: int = 4096, reps: int = 5) 
     return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
 
 
-def profile_episode(env, agent, bootstrap: bool, device, top: int) -> dict:
+def profile_episode(env, agent, bootstrap: bool, device, top: int, phase_sync=False) -> dict:
     """One episode under torch.profiler: where its time goes (kernels against launches
     and host work)."""
     from torch.profiler import ProfilerActivity, profile
@@ -195,7 +223,7 @@ def profile_episode(env, agent, bootstrap: bool, device, top: int) -> dict:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         t0 = time.perf_counter()
-        episode(env, agent, bootstrap, device)
+        episode(env, agent, bootstrap, device, phase_sync=phase_sync)
         sync(device)
         wall = time.perf_counter() - t0
     summary = profile_summary(prof, 1, cuda, top)
@@ -236,6 +264,11 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--gemm-size", type=int, default=4096, help="side of the matmul that measures the peak"
     )
+    ap.add_argument(
+        "--phase-sync",
+        action="store_true",
+        help="a device sync after each phase, phases timed on the host (episode() says why)",
+    )
     ap.add_argument("--max-elapsed-sec", type=float, default=None)
     ap.add_argument("--profile", action="store_true", help="one more episode under torch.profiler")
     ap.add_argument("--profile-top", type=int, default=12, help="operators listed per table")
@@ -264,10 +297,10 @@ def main(argv=None) -> int:
     progress = Progress(device)  # episode 0: epsilon 0.1 + 0.8 = 0.9, stage 1
     agent = HRLDQNAgent(cfg, env_info(env), progress)
     bootstrap = not args.no_bootstrap
-    episode(env, agent, bootstrap, device, args.warmup_steps)
+    episode(env, agent, bootstrap, device, args.warmup_steps, args.phase_sync)
     runs = []
     for i in range(args.repeats):
-        runs.append(episode(env, agent, bootstrap, device))
+        runs.append(episode(env, agent, bootstrap, device, phase_sync=args.phase_sync))
         print(f"episode {i}: {runs[-1]['elapsed_sec']:.1f} s", file=sys.stderr, flush=True)
     median = statistics.median(r["elapsed_sec"] for r in runs)
     mid = min(runs, key=lambda r: abs(r["elapsed_sec"] - median))
@@ -293,6 +326,9 @@ def main(argv=None) -> int:
         "act_sec": round(mid["act_sec"], 3),
         "env_sec": round(mid["env_sec"], 3),
         "bootstrap_sec": round(mid["bootstrap_sec"], 3),
+        "phase_timing": "cuda events"
+        if device.type == "cuda" and not args.phase_sync
+        else "host, a sync after each phase",
         "unet_floor_sec": round(floor, 3),
         "unet_floor_cpu_sec": round(floor_cpu, 3),
         "unet_gflop_per_map": round(unet_gf, 3),
@@ -324,7 +360,9 @@ def main(argv=None) -> int:
         **environment_record(device),
     }
     if args.profile:
-        record["profile"] = profile_episode(env, agent, bootstrap, device, args.profile_top)
+        record["profile"] = profile_episode(
+            env, agent, bootstrap, device, args.profile_top, args.phase_sync
+        )
     emit(record)
     if args.max_elapsed_sec is not None and median > args.max_elapsed_sec:
         return 1

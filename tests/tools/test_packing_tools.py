@@ -9,7 +9,7 @@ import pytest
 from gpurl.train import load_trained
 from tools import bench_seed_packing, eval_packing, render_packing
 
-from ..conftest import SMALL_PACKING, train_run_dir
+from ..conftest import SMALL_PACKING, requires_cuda, train_run_dir
 
 pytestmark = pytest.mark.slow  # trains a run and drives three tools: ~30 s
 
@@ -86,9 +86,23 @@ def test_bench_seed_packing_times_an_episode(capsys):
     assert record["elapsed_sec"] >= record["act_sec"] + record["env_sec"] > 0
     assert record["bootstrap_sec"] > 0 and record["unet_floor_sec"] > 0
     assert "profile" not in record
+    assert record["phase_timing"] == "host, a sync after each phase"  # the CPU's only way
     assert bench_seed_packing.main([*args, "--max-elapsed-sec", "0", "--profile"]) == 1
     profiled = json.loads(capsys.readouterr().out.splitlines()[-1])["profile"]
     assert profiled["profiled_wall_s"] > 0 and len(profiled["top_host"]) == 12
     # the U-Net's and the manager's convolutions are among the operators timed
     assert any("convolution" in row["name"] for row in profiled["top_host"])
     assert profiled["device_kernel_s"] is None  # the CPU: no device columns
+
+
+@requires_cuda
+def test_bench_seed_packing_times_cuda_phases_by_events(capsys):
+    """On CUDA the phases are timed by events (no sync between them); --phase-sync
+    keeps the older host-timed phases. Both episodes place items and time every phase."""
+    args = ["--device", "cuda", "--resolution", "32", "--small", "--repeats", "1"]
+    args += ["--kernel", "eager", "--gemm-size", "256"]
+    for extra, timing in (([], "cuda events"), (["--phase-sync"], "host, a sync after each phase")):
+        assert bench_seed_packing.main([*args, *extra]) == 0
+        record = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert record["phase_timing"] == timing and record["placements"] >= 1
+        assert record["act_sec"] > 0 and record["env_sec"] > 0 and record["bootstrap_sec"] > 0
