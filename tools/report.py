@@ -268,11 +268,14 @@ def _device(record: dict) -> str | None:
 
 
 def _distinct(values: list) -> str:
+    """The distinct values in order, a list among them (a summary record's provenance
+    of several inputs) read as its items."""
     seen = []
-    for v in values:
-        v = NOT_RECORDED if v is None else str(v)
-        if v not in seen:
-            seen.append(v)
+    for value in values:
+        for v in value if isinstance(value, list) else [value]:
+            v = NOT_RECORDED if v is None else str(v)
+            if v not in seen:
+                seen.append(v)
     return ", ".join(seen)
 
 
