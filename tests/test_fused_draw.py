@@ -1,6 +1,7 @@
 """The replay's draw inside a compiled update (DeviceReplay.draw, OffPolicyAgent.fuse_draw):
-the draw reads the ring's extent from device tensors and returns what sample() returns
-for the same generator state; the trainer fuses it where the update is compiled or captured and
+the draw reads the ring's extent from device tensors and returns the transitions
+sample() returns for the same rows (the same sample, for prioritized replay, from the
+same generator state); the trainer fuses it where the update is compiled or captured and
 the replay is uniform, and leaves every other case as it was."""
 
 import pytest
@@ -32,13 +33,9 @@ def test_draw_returns_the_transitions_sample_returns():
     replay = DeviceReplay(spec, info, ["observation"], 100, 4096, "cpu")
     replay.extend(cartpole_batch([1.0, 2.0, 4.0, 8.0], [False, True, False, False], [False] * 4))
     assert int(replay.bounds["count"]) == 4 and int(replay.bounds["newest"]) == 3
-    torch.manual_seed(0)
-    drawn = replay.draw(replay.bounds)
-    torch.manual_seed(0)
-    sampled = replay.sample()
-    assert set(rows_of(drawn)) == {0, 1, 2, 3}  # every filled row, none past them
-    for key in sampled.keys(True, True):  # the same rows, returns and bootstraps
-        assert torch.equal(drawn[key], sampled[key]), key
+    drawn, sampled = rows_of(replay.draw(replay.bounds)), rows_of(replay.sample())
+    assert set(drawn) == {0, 1, 2, 3}  # every filled row, none past them
+    assert drawn == sampled  # n-step sums cut at the termination, the same bootstrap rows
 
 
 def test_a_prioritized_draw_returns_the_prioritized_sample():
@@ -127,8 +124,8 @@ def test_the_trainer_fuses_the_draw_where_the_update_is_compiled(tmp_path, overr
 @pytest.mark.slow
 def test_a_compiled_fused_update_matches_the_eager_draw_and_update(tmp_path):
     """compile.update with the draw inside: the weights three updates give are those of
-    the eager sample and update (Inductor's random draws made the eager generator's),
-    and a sample handed to update() still takes the unfused step."""
+    the eager draw followed by the eager update (Inductor's random draws made the eager
+    generator's), and a sample handed to update() still takes the unfused step."""
     eager = a_trainer(tmp_path / "e", "env=cartpole", "agent=dqn")
     fused = a_trainer(tmp_path / "f", "env=cartpole", "agent=dqn", "compile.update=true")
     for tr in (eager, fused):
@@ -144,7 +141,7 @@ def test_a_compiled_fused_update_matches_the_eager_draw_and_update(tmp_path):
         out = fused.agent.update(fused.buffer.sample(), fused.progress)
     torch.manual_seed(1)
     for _ in range(3):
-        eager.agent.update(eager.buffer.sample(), eager.progress)
+        eager.agent.update(eager.buffer.draw(eager.buffer.bounds), eager.progress)
     expected = eager.agent.update(eager.buffer.sample(), eager.progress)
     torch.testing.assert_close(out["loss"], expected["loss"], rtol=1e-4, atol=1e-4)
     for name, module in eager.agent.modules().items():

@@ -219,9 +219,10 @@ class DeviceReplay:
 
     def draw(self, bounds: TensorDict, progress: Progress | None = None) -> TensorDict:
         """sample() with the ring's extent read from `bounds` (the replay's own, passed
-        in by the caller) instead of host ints: the same sample for the same generator
-        state, and no host int read, so the draw is traced and captured with the update
-        it feeds."""
+        in by the caller) instead of host ints: no host int is read, so the draw is
+        traced and captured with the update it feeds. A prioritized draw is sample()'s
+        for the same generator state; a uniform one picks its rows by another draw
+        (uniform_index)."""
         return self.draw_from(bounds["count"], bounds["newest"], progress)
 
     def draw_from(self, count, newest, progress: Progress | None) -> TensorDict:
@@ -243,13 +244,16 @@ class DeviceReplay:
 
     def uniform_index(self, count: int | torch.Tensor) -> torch.Tensor:
         """batch_size flat storage indices, uniform over the `count` filled slots of
-        each run's streams (batch_size / runs rows per run, run-major); `count` a host
-        int (sample) or a 0-d device tensor (draw): the same draws either way. A 62-bit
-        draw modulo the count (a bias below 1e-12), because randint's bound is a host
-        int that a traced or captured draw cannot change."""
+        each run's streams (batch_size / runs rows per run, run-major). `count` a host
+        int (sample): randint's draw, the stream every recorded run used; a 0-d device
+        tensor (draw): a 62-bit draw modulo the count (a bias below 1e-12), since
+        randint's bound is a host int that a traced or captured draw cannot change."""
         n, S, R = self.batch_size, self.streams, self.runs
         shape = (R, n // R) if R > 1 else (n,)
-        i = torch.randint(2**62, shape, device=self.device) % count
+        if isinstance(count, int):
+            i = torch.randint(count, shape, device=self.device)
+        else:
+            i = torch.randint(2**62, shape, device=self.device) % count
         if R == 1:
             return i
         per = S // R  # run k's streams are [k per, (k + 1) per)
