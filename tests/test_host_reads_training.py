@@ -140,6 +140,13 @@ ON_POLICY_CASES = {
         "agent.critic=central",
         "env.max_episode_steps=20",
     ],
+    # recurrent IPPO: a state per robot, zeroed where a robot stops or its episode ends
+    "ippo_marinenav_lstm": [
+        "env=marinenav",
+        "agent=ppo",
+        "agent.recurrent=lstm",
+        "env.max_episode_steps=20",
+    ],
 }
 # the fast suite keeps one case (its 2-minute budget); the others differ in the bootstrap
 # pass and the encoder, and run with the slow tests
@@ -149,6 +156,7 @@ SLOW_ON_POLICY = {
     "pixels_a2c",
     "pixels_pqn",
     "mappo_marinenav_continuous",
+    "ippo_marinenav_lstm",
 }
 
 

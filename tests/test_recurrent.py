@@ -410,7 +410,6 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
         (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
         (["agent.sequence_length=3"], "does not divide trainer.rollout_steps=8"),
         (["agent.sequence_length=4", "agent.minibatches=16"], "does not divide the 8 sequences"),
-        (["env.max_episode_steps=20"], "single-agent envs"),
         (["agent.recurrent=null", "agent.critic_recurrent=true"], "set agent.recurrent"),
         (["agent.recurrent=null", "agent.sequence_length=4"], "cuts a recurrent agent's"),
     ],
@@ -420,15 +419,13 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
         "minibatches",
         "sequence_length",
         "sequence_minibatches",
-        "multi_robot",
         "critic_alone",
         "sequence_alone",
     ],
 )
 def test_what_recurrent_agents_refuse_in_one_line(tmp_path, overrides, message):
-    env = "marinenav" if "single" in message else "cartpole"
     with pytest.raises(ConfigError, match=message) as err:
-        small(tmp_path, *overrides, env=env)
+        small(tmp_path, *overrides)
     assert "\n" not in str(err.value)
 
 

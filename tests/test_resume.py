@@ -165,6 +165,20 @@ EXACT_CASES = {
         "agent.recurrent_hidden=16",
         *SMALL_ON_POLICY,
     ],
+    # one hidden state per robot [num_envs, robots, 2 x hidden], stopped robots' zeroed
+    "ippo_marinenav_lstm": [
+        "env=marinenav",
+        "agent=ppo",
+        "agent.recurrent=lstm",
+        "agent.recurrent_hidden=8",
+        "agent.hidden=[16]",
+        "agent.anneal_lr=false",  # fixed: the halves differ in total_frames
+        "env.num_envs=4",
+        "env.max_episode_steps=20",
+        "trainer.rollout_steps=8",
+        "agent.epochs=2",
+        "agent.minibatches=2",
+    ],
     # recurrent DQN: the acting hidden state, the sequence replay and its priorities
     "dqn_cartpole_lstm_prioritized": [
         "env=cartpole",

@@ -195,12 +195,15 @@ class Agent:
     #: (trainers/sequence_replay.py)
     recurrent: bool = False
 
-    def refuse_recurrent(self, recurrent: str, eager_update: bool = False) -> None:
+    def refuse_recurrent(
+        self, recurrent: str, eager_update: bool = False, robots: bool = False
+    ) -> None:
         """What agent.recurrent does not run with yet, each refused in one line: many
         seeds in one process, compiled acting (compile.policy; under compile.cudagraphs
         the update is captured and the acting stays eager, trainers/compile.py), and,
         where the sequence update runs eagerly only (`eager_update`), compile.update and
-        compile.cudagraphs too; multi-robot envs."""
+        compile.cudagraphs too; multi-robot envs unless the agent keeps a state per robot
+        (`robots`)."""
         fix = f"drop agent.recurrent={recurrent}"
         if self.runs.many:
             raise ConfigError(
@@ -219,10 +222,11 @@ class Agent:
                 f"compile.policy=false (compile.update and compile.cudagraphs take its "
                 f"update), or {fix}"
             )
-        if self.info.multi_agent:
+        if self.info.multi_agent and not robots:
             raise ConfigError(
-                f"agent.recurrent={recurrent} runs on single-agent envs for now (this env "
-                f"has a robot group {tuple(self.info.group_shape)}): {fix}"
+                f"agent.recurrent={recurrent} runs on single-agent envs with this agent "
+                f"(this env has a robot group {tuple(self.info.group_shape)}; recurrent "
+                f"PPO and A2C keep a state per robot): {fix}"
             )
 
     #: the encoders with running observation statistics (agent.encoder.normalize),

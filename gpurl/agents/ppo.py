@@ -272,8 +272,13 @@ class PPOAgent(OnPolicyAgent):
         act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
         hidden = list(cfg.hidden)
         recurrent = cfg.get("recurrent")
-        if recurrent:
-            self.refuse_recurrent(recurrent)  # a multi-robot env (any critic) among them
+        if recurrent:  # a multi-robot env keeps one state per robot
+            self.refuse_recurrent(recurrent, robots=True)
+        if critic == "central" and cfg.get("critic_recurrent"):
+            raise ConfigError(
+                "agent.critic=central reads the group's observations, not a recurrent "
+                "layer: drop agent.critic_recurrent (the actor keeps its core)"
+            )
         # one trunk for both heads, or a trunk each
         runs = self.runs
         self.encoder = self.core = None
@@ -409,8 +414,12 @@ class PPOAgent(OnPolicyAgent):
         value = rollout.get(VALUE)
         valid = None
         if self.core is not None:  # the sequences' resets ride with the targets
-            out = self.target_buffers(value, "advantage", "value_target", "done")
-            out.get("done").copy_(done)
+            names = ("advantage", "value_target", "done")
+            out = self.target_buffers(value, *names, *(("valid",) if self.valid_key else ()))
+            out.get("done").copy_(self.core_resets(rollout, done))
+            if self.valid_key is not None:
+                valid = rollout.get(self.valid_key).reshape(value.shape)
+                out.get("valid").copy_(valid)
         elif self.valid_key is None:
             out = self.target_buffers(value, "advantage", "value_target")
         else:  # the minibatches carry the mask as a 0/1 weight beside the targets
@@ -432,6 +441,20 @@ class PPOAgent(OnPolicyAgent):
         if self.normalize_advantage:
             normalize_advantage(advantage, valid=valid, runs=self.runs.n)
         return out
+
+    def core_resets(self, rollout: TensorDict, done: Tensor) -> Tensor:
+        """Where the core's state restarts after each step [T, N(, R)]: where the episode
+        ended; on a multi-robot env, also every robot's state where its env's episode
+        ended, and a robot's where it does not run at the next step (the acting policy
+        zeroes a stopped robot's state: RecurrentCore.act), so the replay meets each step
+        from the state the rollout acted from."""
+        if not self.info.multi_agent:
+            return done
+        ended = rollout.get(("next", "done")).reshape(*done.shape[:2], -1)  # [T, N, 1]
+        resets = done.bool() | ended.reshape(*ended.shape, *(1,) * (done.dim() - 3))
+        if self.valid_key is not None:
+            resets[:-1] |= ~rollout.get(self.valid_key)[1:].reshape(resets[1:].shape)
+        return resets
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""

@@ -85,9 +85,8 @@ class RecurrentCore(nn.Module):
         on `encoder`'s features, holding the state of `info`'s training envs; `parts`
         independent layers of agent.recurrent_hidden units each."""
         hidden = int(cfg.get("recurrent_hidden") or 128)
-        core = cls(
-            cfg.get("recurrent"), encoder.out_features, hidden, info.batch_shape, parts=parts
-        )
+        streams = (*info.batch_shape, *info.group_shape)  # one state per env and robot
+        core = cls(cfg.get("recurrent"), encoder.out_features, hidden, streams, parts=parts)
         return core.to(info.device)
 
     # -- one step and whole sequences --------------------------------------------------
@@ -180,10 +179,17 @@ class RecurrentCore(nn.Module):
     # -- acting ------------------------------------------------------------------------
     @torch.no_grad()
     def act(
-        self, x: Tensor, training: bool, is_init: Tensor | None = None
+        self,
+        x: Tensor,
+        training: bool,
+        is_init: Tensor | None = None,
+        running: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(output, the state this step began with) for features x [*batch, F], moving
-        the training state (training) or the evaluation state on by one step."""
+        the training state (training) or the evaluation state on by one step. The state
+        restarts from zeros where `is_init` [*env batch, 1] marks an episode's first step
+        and, on a multi-robot env, where `running` [*env batch, R] marks a slot whose
+        robot has stopped (or holds none): a stopped robot carries no memory."""
         if training:
             state = self.state
             if state.shape[:-1] != x.shape[:-1]:
@@ -195,7 +201,9 @@ class RecurrentCore(nn.Module):
         else:
             state = self.evaluation_state(x)
         if is_init is not None:
-            state.mul_(~is_init.reshape(state.shape[:-1] + (1,)))
+            state.mul_(~per_stream(is_init, state))
+        if running is not None:
+            state.mul_(per_stream(running, state))
         began = state.clone()
         out, new = self.step(x, state)
         state.copy_(new)
@@ -209,13 +217,23 @@ class RecurrentCore(nn.Module):
         return self.eval_state
 
     def episode_end(self, done: Tensor) -> None:
-        """Zero the training state where done [*env batch] is True (no host read)."""
-        self.state.mul_((~done).reshape(self.state.shape[:-1] + (1,)))
+        """Zero the training state where done [*env batch] is True, every robot's of an
+        env that ended (no host read)."""
+        self.state.mul_(~per_stream(done, self.state))
 
     def start_evaluation(self) -> None:
         """Fresh episodes ahead: the evaluation state restarts from zeros."""
         if self.eval_state is not None:
             self.eval_state.zero_()
+
+
+def per_stream(mask: Tensor, state: Tensor) -> Tensor:
+    """A mask over the env batch (and the robots) [*env batch(, R)(, 1)] shaped to
+    broadcast over the state [*env batch(, R), S]: an env's flag reaches its every
+    robot's state."""
+    if mask.dim() >= state.dim():  # a trailing 1 beside every stream dim: [N, R, 1]
+        return mask.reshape(state.shape[:-1] + (1,))
+    return mask.reshape(*mask.shape, *(1,) * (state.dim() - mask.dim()))
 
 
 # -- the bootstrap of recurrent on-policy agents --------------------------------------------

@@ -121,6 +121,8 @@ class PolicyWrapper(ActingPolicy):
         if core is not None and encoder is None:
             raise ConfigError("a recurrent core runs on a shared encoder's features")
         self.core = core
+        # a multi-robot env's mask of the robots still running: a stopped one's state is 0
+        self.running_key = info.valid_key if core is not None else None
         self.kind = network.kind
         self.discrete = info.discrete
         if self.discrete != (self.kind in ("q", "categorical")):
@@ -171,7 +173,8 @@ class PolicyWrapper(ActingPolicy):
         obs = with_features(self.encoder, td)
         if self.core is not None:
             # exploring (the collector) moves the training state, greedy calls their own
-            out, began = self.core.act(obs.get(FEATURES), explore, td.get(IS_INIT, None))
+            running = td.get(self.running_key) if self.running_key is not None else None
+            out, began = self.core.act(obs.get(FEATURES), explore, td.get(IS_INIT, None), running)
             obs.set(FEATURES, out)
             td.set(RECURRENT_STATE, began)
         action, log_prob, scores = self._act(obs, mask, explore)
