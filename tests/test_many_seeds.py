@@ -15,6 +15,7 @@ from gpurl.envs import make_env, make_eval_env
 from gpurl.envs.info import env_info
 from gpurl.errors import ConfigError
 from gpurl.policies import LOG_PROB, VALUE
+from gpurl.policies.recurrent import RecurrentCore, RunRecurrentCore
 from gpurl.train import build, load_config, run
 from gpurl.trainers.evaluation import greedy_mode
 from tests.test_resume import tensors_equal, train_to
@@ -203,6 +204,41 @@ def test_stacked_linear_is_each_runs_own_with_its_gradient_in_the_weights_layout
     stacked.zero_grad()
     stacked(torch.randn(N * 2, 6)).sum().backward()
     assert stacked.weight.grad is not None
+
+
+@pytest.mark.parametrize("kind, parts", [("lstm", 2), ("gru", 1)])
+def test_stacked_recurrent_core_is_each_runs_own(kind, parts):
+    """RunRecurrentCore: run k's envs through run k's core alone, one acting step and a
+    replayed sequence with episode ends, forward and backward (the input's and every
+    weight's gradient); unstacked, run k is run k's core again."""
+    torch.manual_seed(0)
+    E, T = 2, 6
+    cores = [RecurrentCore(kind, 3, 4, (N * E,), parts=parts) for _ in range(N)]
+    stacked = stack_modules(cores)
+    assert isinstance(stacked, RunRecurrentCore)
+    S = cores[0].state_size
+    x = torch.randn(T, N * E, 3, requires_grad=True)
+    xs = x.detach().clone().requires_grad_()
+    state, done = torch.randn(N * E, S), torch.rand(T, N * E) < 0.3
+    out = stacked.sequence(x, state, done)
+    rows = [slice(k * E, (k + 1) * E) for k in range(N)]
+    want = torch.cat(
+        [c.sequence(xs[:, r], state[r], done[:, r]) for c, r in zip(cores, rows, strict=True)], 1
+    )
+    torch.testing.assert_close(out, want)
+    weight = torch.randn_like(out)
+    (out * weight).sum().backward()
+    (want * weight).sum().backward()
+    torch.testing.assert_close(x.grad, xs.grad)
+    for k, core in enumerate(cores):
+        for name, p in core.rnn.named_parameters():
+            torch.testing.assert_close(stacked.rnn.get_parameter(name).grad[k], p.grad)
+            torch.testing.assert_close(unstack_module(stacked, k).rnn.get_parameter(name), p)
+    step, new = stacked.step(x[0].detach(), state)
+    for core, r in zip(cores, rows, strict=True):
+        own, own_new = core.step(x[0, r].detach(), state[r])
+        torch.testing.assert_close(step[r], own)
+        torch.testing.assert_close(new[r], own_new)
 
 
 def test_stacked_convolution_is_each_runs_own():
@@ -415,8 +451,8 @@ def test_each_run_leaves_the_files_of_a_run_of_its_own(tmp_path):
         ),
         (["trainer.num_seeds=2", "agent.prioritized=true"], "prioritized replay"),
         (
-            ["env=memory", "agent=ppo", "agent.recurrent=gru", "trainer.num_seeds=2"],
-            "trainer.num_seeds",
+            ["env=memory", "agent=dqn", "agent.recurrent=gru", "trainer.num_seeds=2"],
+            "trains one seed per process with this agent",
         ),
     ],
 )

@@ -165,6 +165,18 @@ def test_group_run_follows_the_lone_runs_off_policy_trajectory(case, k, monkeypa
 ON_POLICY = {
     "pqn_cartpole": ("pqn_cartpole", ["agent.hidden=[32,32]", "env.num_envs=8"], 2),
     "ppo_cartpole": ("ppo_cartpole", ["agent.hidden=[32,32]", "env.num_envs=8"], 6),
+    # the runs' recurrent cores stacked (RunRecurrentCore): acting states, sequences dealt
+    # per run, the replay through the per-run cell and the stored states' bootstrap
+    "ppo_cartpole_lstm": (
+        "ppo_cartpole",
+        ["agent.hidden=[32]", "env.num_envs=8", "agent.recurrent=lstm", "agent.minibatches=4"],
+        4,
+    ),
+    "pqn_cartpole_gru": (
+        "pqn_cartpole",
+        ["agent.hidden=[32]", "env.num_envs=8", "agent.recurrent=gru", "agent.minibatches=4"],
+        2,
+    ),
 }
 
 

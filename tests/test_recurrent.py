@@ -405,7 +405,6 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["trainer.num_seeds=2"], "one seed per process"),
         (["compile.policy=true"], "acts with its hidden state eagerly: set compile.policy=false"),
         (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
         (["agent.sequence_length=3"], "does not divide trainer.rollout_steps=8"),
@@ -414,7 +413,6 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
         (["agent.recurrent=null", "agent.sequence_length=4"], "cuts a recurrent agent's"),
     ],
     ids=[
-        "num_seeds",
         "compile_policy",
         "minibatches",
         "sequence_length",

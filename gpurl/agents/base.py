@@ -196,19 +196,24 @@ class Agent:
     recurrent: bool = False
 
     def refuse_recurrent(
-        self, recurrent: str, eager_update: bool = False, robots: bool = False
+        self,
+        recurrent: str,
+        eager_update: bool = False,
+        robots: bool = False,
+        seeds: bool = False,
     ) -> None:
         """What agent.recurrent does not run with yet, each refused in one line: many
-        seeds in one process, compiled acting (compile.policy; under compile.cudagraphs
-        the update is captured and the acting stays eager, trainers/compile.py), and,
-        where the sequence update runs eagerly only (`eager_update`), compile.update and
-        compile.cudagraphs too; multi-robot envs unless the agent keeps a state per robot
-        (`robots`)."""
+        seeds in one process unless the agent stacks its runs' cores (`seeds`), compiled
+        acting (compile.policy; under compile.cudagraphs the update is captured and the
+        acting stays eager, trainers/compile.py), and, where the sequence update runs
+        eagerly only (`eager_update`), compile.update and compile.cudagraphs too;
+        multi-robot envs unless the agent keeps a state per robot (`robots`)."""
         fix = f"drop agent.recurrent={recurrent}"
-        if self.runs.many:
+        if self.runs.many and not seeds:
             raise ConfigError(
-                f"agent.recurrent={recurrent} trains one seed per process: drop "
-                f"trainer.num_seeds, or {fix}"
+                f"agent.recurrent={recurrent} trains one seed per process with this agent "
+                f"(recurrent PPO, A2C and PQN stack their seeds): drop trainer.num_seeds, "
+                f"or {fix}"
             )
         if eager_update and (self.compile.update or self.compile.cudagraphs or self.compile.policy):
             raise ConfigError(

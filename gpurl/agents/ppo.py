@@ -85,12 +85,12 @@ from gpurl.policies import (
     make_encoder,
     with_features,
 )
-from gpurl.policies.networks import FEATURES, EncoderConfig, RewardScale
+from gpurl.policies.networks import EncoderConfig, RewardScale
 from gpurl.policies.recurrent import (
-    RECURRENT_STATE,
     RecurrentCore,
     features_from,
     next_features,
+    replay,
 )
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -272,8 +272,8 @@ class PPOAgent(OnPolicyAgent):
         act, enc, device = ACTIVATIONS[cfg.activation], cfg.get("encoder"), info.device
         hidden = list(cfg.hidden)
         recurrent = cfg.get("recurrent")
-        if recurrent:  # a multi-robot env keeps one state per robot
-            self.refuse_recurrent(recurrent, robots=True)
+        if recurrent:  # one state per robot on a multi-robot env; N runs' cores stacked
+            self.refuse_recurrent(recurrent, robots=True, seeds=True)
         if critic == "central" and cfg.get("critic_recurrent"):
             raise ConfigError(
                 "agent.critic=central reads the group's observations, not a recurrent "
@@ -291,7 +291,8 @@ class PPOAgent(OnPolicyAgent):
             )
         if recurrent:
             parts = 2 if cfg.get("critic_recurrent") else 1  # the actor's, the critic's
-            self.core = RecurrentCore.for_agent(cfg, self.encoder, info, parts)
+            encoder = self.encoder
+            self.core = runs.build(lambda: RecurrentCore.for_agent(cfg, encoder, info, parts))
         features = self.encoder if self.core is None else self.core
 
         def trunk(part: int):
@@ -402,6 +403,9 @@ class PPOAgent(OnPolicyAgent):
     def next_values(self, rollout: TensorDict) -> Tensor:
         if self.core is None:
             return super().next_values(rollout)
+        if self.runs.many:  # stacked networks read rows run-major: [N x E, T] and back
+            nxt = next_features(self.encoder, self.core, rollout.transpose(0, 1))
+            return self.critic(nxt).transpose(0, 1)
         return self.critic(next_features(self.encoder, self.core, rollout))
 
     @torch.no_grad()
@@ -458,6 +462,10 @@ class PPOAgent(OnPolicyAgent):
 
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
+        if self.core is None:
+            obs = with_features(self.encoder, batch)
+        else:  # whole sequences [L, n]: the core replayed from the stored first state
+            batch, obs = replay(self.encoder, self.core, batch, self.runs.many)
         action = batch.get(self.info.action_key)
         if not self.info.discrete:
             action = self.policy.unscale(action)
@@ -465,13 +473,6 @@ class PPOAgent(OnPolicyAgent):
         weight = None if self.valid_key is None else batch["valid"]
         if weight is not None and self.runs.many:  # each run's loss its own rows' mean
             weight = balance_runs(weight, self.runs.n)
-        if self.core is None:
-            obs = with_features(self.encoder, batch)
-        else:  # whole sequences [L, n]: the core replayed from the stored first state
-            out = self.core.sequence(
-                self.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
-            )
-            obs = batch.clone(recurse=False).set(FEATURES, out)
         log_prob, entropy = self.actor.evaluate(obs, action)
         log_ratio = log_prob - batch[LOG_PROB]
         ratio = log_ratio.exp()

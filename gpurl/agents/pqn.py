@@ -69,12 +69,13 @@ from gpurl.policies import (
     make_encoder,
     make_exploration,
 )
-from gpurl.policies.networks import FEATURES, EncoderConfig
+from gpurl.policies.networks import EncoderConfig
 from gpurl.policies.recurrent import (
     RECURRENT_STATE,
     RecurrentCore,
     features_from,
     next_features,
+    replay,
 )
 
 
@@ -114,10 +115,11 @@ class PQNAgent(OnPolicyAgent):
         device = info.device
         self.encoder = self.core = None
         recurrent = cfg.get("recurrent")
-        if recurrent:
-            self.refuse_recurrent(recurrent)
-            self.encoder = make_encoder(info, cfg.get("encoder")).to(device)
-            self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
+        if recurrent:  # N runs' encoders and cores stacked
+            self.refuse_recurrent(recurrent, seeds=True)
+            encoder = self.runs.build(lambda: make_encoder(info, cfg.get("encoder")))
+            self.encoder = encoder.to(device)
+            self.core = self.runs.build(lambda: RecurrentCore.for_agent(cfg, encoder, info))
 
         def trunk():
             if self.core is None:
@@ -176,6 +178,9 @@ class PQNAgent(OnPolicyAgent):
     def next_values(self, rollout: TensorDict) -> Tensor:
         if self.core is None:
             return super().next_values(rollout)
+        if self.runs.many:  # stacked networks read rows run-major: [N x E, T] and back
+            nxt = next_features(self.encoder, self.core, rollout.transpose(0, 1))
+            return self.max_q(nxt, self.q(nxt)).transpose(0, 1)
         nxt = next_features(self.encoder, self.core, rollout)
         return self.max_q(nxt, self.q(nxt))
 
@@ -198,13 +203,10 @@ class PQNAgent(OnPolicyAgent):
     def learn(self, batch: TensorDict) -> TensorDict:
         """One minibatch gradient step: tensors in, tensors out (compile.update takes it)."""
         cfg = self.cfg
-        action = batch.get(self.info.action_key).long().unsqueeze(-1)
         obs = batch
         if self.core is not None:  # whole sequences [L, n] from the stored first state
-            out = self.core.sequence(
-                self.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
-            )
-            obs = batch.clone(recurse=False).set(FEATURES, out)
+            batch, obs = replay(self.encoder, self.core, batch, self.runs.many)
+        action = batch.get(self.info.action_key).long().unsqueeze(-1)
         q = self.q(obs).gather(-1, action).squeeze(-1)
         target = batch["value_target"]
         if cfg.loss == "huber":

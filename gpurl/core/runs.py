@@ -203,7 +203,17 @@ STACKABLE = {
     nn.Conv2d: RunConv2d,
     LearnedVector: RunLearnedVector,
 }
-RUN_LAYERS = (RunLinear, RunLayerNorm, RunConv2d, RunLearnedVector)
+
+
+def register_stackable(single: type[nn.Module], stacked: type[nn.Module]) -> None:
+    """Let `stack_modules` stack a layer type of a higher package (the recurrent core):
+    `stacked(copies)` builds the N runs' layer, and its `run(k)` gives run k's back."""
+    STACKABLE[single] = stacked
+
+
+def is_run_layer(module: nn.Module) -> bool:
+    """Whether `module` holds N runs' weights (a stacked layer of STACKABLE)."""
+    return isinstance(module, tuple(STACKABLE.values()))
 
 
 def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
@@ -215,16 +225,20 @@ def _replace(root: nn.Module, name: str, new: nn.Module) -> None:
 def stack_modules(copies: Sequence[nn.Module]) -> nn.Module:
     """One module computing the N `copies` (same architecture, own weights) at once: a
     deep copy of the first whose Linear, LayerNorm and Conv2d layers hold all N runs'
-    weights. Any other layer with parameters (a noisy layer, a recurrent cell) is
-    refused."""
+    weights (and any registered layer: `register_stackable`). Any other layer with
+    parameters (a noisy layer) is refused."""
     cls = STACKABLE.get(type(copies[0]))
     if cls is not None:  # a single layer
         return cls(copies)
     stacked = copy.deepcopy(copies[0])
+    replaced: list[str] = []  # a stacked layer's own children are its business
     for name, module in list(stacked.named_modules()):
+        if any(name.startswith(f"{r}.") for r in replaced):
+            continue
         cls = STACKABLE.get(type(module))
         if cls is not None:
             _replace(stacked, name, cls([c.get_submodule(name) for c in copies]))
+            replaced.append(name)
         elif any(True for _ in module.parameters(recurse=False)):
             where = name or "the network itself"
             raise ConfigError(
@@ -238,11 +252,11 @@ def stack_modules(copies: Sequence[nn.Module]) -> nn.Module:
 def unstack_module(module: nn.Module, k: int) -> nn.Module:
     """Run k of a stacked module, as the plain module one run would have built (its own
     copy: evaluation and tests read it; training never does)."""
-    if isinstance(module, RUN_LAYERS):
+    if is_run_layer(module):
         return module.run(k)
     single = copy.deepcopy(module)
     for name, sub in list(single.named_modules()):
-        if isinstance(sub, RUN_LAYERS):
+        if is_run_layer(sub):
             _replace(single, name, sub.run(k))
     return single
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gpurl.core.runs import register_stackable
 from gpurl.errors import ConfigError
 from gpurl.policies.networks import FEATURES
 from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
@@ -79,6 +80,9 @@ class RecurrentCore(nn.Module):
                 self.rnn.weight_hh_l0.mul_(mask)  # what the mask drops stays 0: no gradient
         self.eval_state: Tensor | None = None
 
+    #: learning replays sequences through rnn_sequence's written-out backward
+    written_out = True
+
     @classmethod
     def for_agent(cls, cfg, encoder: nn.Module, info, parts: int = 1) -> RecurrentCore:
         """The core an agent config asks for (agent.recurrent, agent.recurrent_hidden)
@@ -98,15 +102,24 @@ class RecurrentCore(nn.Module):
     # `_cell`'s arithmetic, so a state moves the same way in both; a replay over a
     # sequence runs it in rnn_sequence, whose backward is written out (about half the
     # time of autograd's over the cell's small ops), except under torch.compile or autocast.
+    def _affine(self, add: Tensor, x: Tensor, w: Tensor) -> Tensor:
+        """add + x w^T for rows x [B, in] and weights w [out, in] (`add`: [B, out] or a
+        bias [out]); RunRecurrentCore runs it per run."""
+        return torch.addmm(add, x, w.t())
+
     def _project(self, x: Tensor) -> Tensor:
         """x [..., F] through the input weights and biases: [..., G x H]."""
         rnn = self.rnn
         flat = x.reshape(-1, x.shape[-1])
         if self.lstm:  # LSTM's two biases add to every gate alike
-            out = torch.addmm(rnn.bias_ih_l0 + rnn.bias_hh_l0, flat, rnn.weight_ih_l0.t())
+            out = self._affine(rnn.bias_ih_l0 + rnn.bias_hh_l0, flat, rnn.weight_ih_l0)
         else:  # GRU's hidden bias sits inside the reset gate's product: added in _cell
-            out = torch.addmm(rnn.bias_ih_l0, flat, rnn.weight_ih_l0.t())
+            out = self._affine(rnn.bias_ih_l0, flat, rnn.weight_ih_l0)
         return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def _project_sequence(self, x: Tensor) -> Tensor:
+        """`_project` of a time-major sequence x [T, B, F]: [T, B, G x H]."""
+        return self._project(x)
 
     def _hh(self) -> Tensor:
         """The hidden-to-hidden weights, masked to their parts' blocks when parts > 1."""
@@ -121,10 +134,10 @@ class RecurrentCore(nn.Module):
         w_hh = self._hh() if w_hh is None else w_hh
         if self.lstm:
             h, c = state[..., :H], state[..., H:]
-            i, f, g, o = torch.addmm(xi, h, w_hh.t()).chunk(4, -1)
+            i, f, g, o = self._affine(xi, h, w_hh).chunk(4, -1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             return torch.cat((torch.sigmoid(o) * torch.tanh(c), c), -1)
-        hr, hz, hn = torch.addmm(rnn.bias_hh_l0, state, w_hh.t()).chunk(3, -1)
+        hr, hz, hn = self._affine(rnn.bias_hh_l0, state, w_hh).chunk(3, -1)
         xr, xz, xn = xi.chunk(3, -1)
         r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
         n = torch.tanh(xn + r * hn)
@@ -152,14 +165,16 @@ class RecurrentCore(nn.Module):
         what a truncated episode's final observation is read from (recurrent DQN's
         bootstrap)."""
         T, batch = x.shape[0], x.shape[1:-1]
-        xi = self._project(x).reshape(T, -1, self.gates)
+        xi = self._project_sequence(x).reshape(T, -1, self.gates)
         keep = (1.0 - done.to(x.dtype)).reshape(T, -1, 1)
         state = state.reshape(-1, self.state_size)
         w_hh = self._hh()
         H = self.hidden
         # the layer's backward written out, in the weights' dtype: not under torch.compile
-        # (which traces the loop itself) or autocast (compile.amp's bf16 / fp16 matmuls)
-        if not torch.compiler.is_compiling() and not torch.is_autocast_enabled(x.device.type):
+        # (which traces the loop itself) or autocast (compile.amp's bf16 / fp16 matmuls),
+        # nor for N runs' stacked weights (autograd over the per-run cell)
+        written_out = self.written_out and not torch.compiler.is_compiling()
+        if written_out and not torch.is_autocast_enabled(x.device.type):
             if self.lstm:
                 after = lstm_sequence(xi, state, w_hh, keep)
             else:
@@ -227,6 +242,56 @@ class RecurrentCore(nn.Module):
             self.eval_state.zero_()
 
 
+class RunRecurrentCore(RecurrentCore):
+    """N runs' cores as one (trainer.num_seeds, core/runs.py): weight_ih [N, G, F],
+    weight_hh [N, G, H], biases [N, G], each run's rows of a run-major batch (envs
+    [k E, (k + 1) E) of N x E) meeting its own weights in one batched matmul; the acting
+    state [N x E(, R), S] as one core's. A replay runs autograd over the per-run cell
+    (rnn_sequence's written-out backward is for one weight matrix)."""
+
+    written_out = False
+
+    def __init__(self, copies) -> None:
+        nn.Module.__init__(self)
+        first = copies[0]
+        self.kind, self.parts, self.part_features = first.kind, first.parts, first.part_features
+        self.hidden, self.lstm, self.out_features = first.hidden, first.lstm, first.out_features
+        self.state_size, self.gates, self.runs = first.state_size, first.gates, len(copies)
+        self.rnn = nn.Module()  # the weights under nn.LSTM / nn.GRU's names, stacked
+        for name, _ in first.rnn.named_parameters():
+            stacked = torch.stack([c.rnn.get_parameter(name).detach() for c in copies])
+            self.rnn.register_parameter(name, nn.Parameter(stacked))
+        self.register_buffer("state", first.state.clone(), persistent=False)
+        self.register_buffer("hh_mask", first.hh_mask, persistent=False)
+        self.eval_state = None
+
+    def _affine(self, add: Tensor, x: Tensor, w: Tensor) -> Tensor:
+        # rows run-major: run k's B / N rows meet w[k]; a bias [N, out] is [N, 1, out]
+        n = self.runs
+        out = torch.baddbmm(
+            add.reshape(n, -1, add.shape[-1]), x.reshape(n, -1, x.shape[-1]), w.transpose(1, 2)
+        )
+        return out.reshape(x.shape[0], w.shape[1])
+
+    def _project_sequence(self, x: Tensor) -> Tensor:
+        # the batch, not time, is run-major: project [B, T, F] and turn back
+        return self._project(x.transpose(0, 1)).transpose(0, 1)
+
+    def run(self, k: int) -> RecurrentCore:
+        """Run k's core, as one run would have built it (evaluation reads it)."""
+        single = RecurrentCore(
+            self.kind, self.rnn.weight_ih_l0.shape[-1], self.part_features,
+            self.state.shape[:-1], self.state.device, self.parts,
+        )  # fmt: skip
+        with torch.no_grad():
+            for name, p in single.rnn.named_parameters():
+                p.copy_(self.rnn.get_parameter(name)[k])
+        return single
+
+
+register_stackable(RecurrentCore, RunRecurrentCore)
+
+
 def per_stream(mask: Tensor, state: Tensor) -> Tensor:
     """A mask over the env batch (and the robots) [*env batch(, R)(, 1)] shaped to
     broadcast over the state [*env batch(, R), S]: an env's flag reaches its every
@@ -237,6 +302,20 @@ def per_stream(mask: Tensor, state: Tensor) -> Tensor:
 
 
 # -- the bootstrap of recurrent on-policy agents --------------------------------------------
+def replay(encoder: nn.Module, core: RecurrentCore, batch, many: bool):
+    """(batch, obs) for a minibatch of whole sequences [L, n]: obs (a shallow copy of
+    batch) with the core's outputs replayed from each sequence's stored first state as
+    its FEATURES. With N runs (`many`) both come back [n, L], the sequences leading:
+    stacked networks find each run's rows in the leading dims (core/runs.py)."""
+    if many:
+        batch = batch.transpose(0, 1)
+        x, done = encoder(batch).transpose(0, 1), batch.get("done").transpose(0, 1)
+        out = core.sequence(x, batch.get(RECURRENT_STATE)[:, 0], done).transpose(0, 1)
+    else:
+        out = core.sequence(encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done"))
+    return batch, batch.clone(recurse=False).set(FEATURES, out)
+
+
 def features_from(encoder: nn.Module, core: RecurrentCore, obs, state: Tensor):
     """`obs` (a shallow copy) with the core's output for it from `state` as its
     FEATURES: what the heads read for an observation acted on from that state."""
@@ -247,6 +326,7 @@ def features_from(encoder: nn.Module, core: RecurrentCore, obs, state: Tensor):
 def next_features(encoder: nn.Module, core: RecurrentCore, rollout):
     """The rollout's next observations [T, N] with their features: each step's state
     after it (before any reset), from the state the rollout stored, then one step on
-    the next observation from it. Two batched core steps, no loop over T."""
+    the next observation from it. Two batched core steps, no loop over T. (With N runs
+    the caller passes the rollout run-major, [N x E, T], as stacked networks read it.)"""
     _, after = core.step(encoder(rollout), rollout.get(RECURRENT_STATE))
     return features_from(encoder, core, rollout.get("next"), after)

@@ -15,7 +15,9 @@ sequences: the rollout's T steps of each env cut into T / L sequences of L =
 agent.sequence_length steps (the whole rollout when null), each pass dealing a device
 permutation of the num_envs x T / L sequences to the minibatches, and a minibatch
 [L, num_envs x T / L / minibatches] (its stored hidden states and done flags included:
-the agent replays its core from the state stored at each sequence's first step).
+the agent replays its core from the state stored at each sequence's first step). With N
+runs each run's sequences are shuffled among themselves and every minibatch holds as many
+of each run's, run-major along its second dim.
 
 On a multi-robot env a sample is one (step, env) pair with all of its robots: entries
 keep their group dim, [minibatch, R, ...], and the agent masks the robots that were not
@@ -66,6 +68,16 @@ class OnPolicyTrainer(Trainer):
         # N runs (core/runs.py): each minibatch holds minibatch_size / N rows of every
         # run, drawn from that run's own envs, run-major
         self.n_runs = progress.runs.n
+        if (
+            self.sequences
+            and self.n_runs > 1
+            and (self.seq_count // self.n_runs) % self.minibatches
+        ):
+            raise ConfigError(
+                f"agent.minibatches={self.minibatches} does not divide the "
+                f"{self.seq_count // self.n_runs} sequences of one run's rollout: a recurrent "
+                f"agent's minibatches are whole sequences; pick a divisor"
+            )
         if self.n_runs > 1 and (self.frames_per_batch // self.n_runs) % self.minibatches:
             raise ConfigError(
                 f"agent.minibatches={self.minibatches} does not divide trainer.rollout_steps "
@@ -140,6 +152,12 @@ class OnPolicyTrainer(Trainer):
         steps, count = self.seq_steps, self.seq_count
         per = count // self.minibatches
         self.perm = torch.empty(count, dtype=torch.long, device=self.device)
+        if self.n_runs > 1:  # run k's sequences, of its envs [k E, (k + 1) E): [N, count / N]
+            envs, own = self.num_envs // self.n_runs, count // self.n_runs
+            j = torch.arange(own, device=self.device)
+            first_env = torch.arange(self.n_runs, device=self.device).unsqueeze(1) * envs
+            self._run_seqs = (j // envs) * self.num_envs + first_env + j % envs
+            self._keys_rand = torch.empty(self._run_seqs.shape, device=self.device)
         # the flat rows of minibatch i, step-major: [minibatches, L x per]
         self._rows = torch.empty(
             self.minibatches, steps * per, dtype=torch.long, device=self.device
@@ -191,8 +209,13 @@ class OnPolicyTrainer(Trainer):
     def shuffle(self) -> None:
         """A device permutation of the rollout's rows into self.perm; with N runs, each
         run's rows shuffled among themselves and dealt run-major into every minibatch."""
-        if self.sequences:  # whole sequences (one run: recurrent agents refuse num_seeds)
-            torch.randperm(self.seq_count, device=self.device, out=self.perm)
+        if self.sequences:  # whole sequences
+            if self.n_runs == 1:
+                torch.randperm(self.seq_count, device=self.device, out=self.perm)
+            else:  # each run's shuffled among themselves, dealt run-major into every minibatch
+                order = self._keys_rand.uniform_().argsort(dim=1)
+                own = self._run_seqs.gather(1, order).view(self.n_runs, self.minibatches, -1)
+                self.perm.copy_(own.transpose(0, 1).reshape(-1))
             # sequence s holds env s % num_envs from step (s // num_envs) L on: its first
             # row in the flat [T x num_envs] rollout is (s // num_envs) L num_envs + s % num_envs
             envs, seq = self.num_envs, self.perm

@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from gpurl.core.runs import RUN_LAYERS, Runs
+from gpurl.core.runs import Runs, is_run_layer
 from gpurl.errors import ConfigError
 from gpurl.policies.exploration import Exploration
 
@@ -145,7 +145,7 @@ def run_tensors(agent, n: int) -> list[Tensor]:
     tensors: list[Tensor] = list(agent.run_tensors())
     for module in agent.modules().values():
         for sub in module.modules():
-            if isinstance(sub, RUN_LAYERS):
+            if is_run_layer(sub):
                 tensors += list(sub.parameters())
             elif isinstance(sub, Exploration) and sub.stateful:
                 tensors += list(sub.buffers())
