@@ -41,9 +41,31 @@ def fixed_minibatch(overrides: list[str]):
     return replay.sample(progress).clone()
 
 
+def fixed_sequences(overrides: list[str]):
+    """A recurrent on-policy agent's minibatch of BATCH whole sequences [L, BATCH], the
+    same in every process: a rollout of random acting from seed 0 with random targets."""
+    cfg = load_config([*overrides, f"env.num_envs={BATCH}", "trainer.rollout_steps=8"])
+    torch.manual_seed(0)
+    env = make_env(cfg.env, device=CPU, seed=0)
+    info = env_info(env)
+    progress = Progress(CPU)
+    agent = make_agent(cfg.agent, info, progress)
+    rollout = make_collector(env, agent.policy, info, 8 * BATCH, progress).rollout()
+    keys = [*agent.policy.in_keys, *agent.policy.out_keys]
+    batch = rollout.select(*keys).clone()
+    batch.set("done", rollout.get(("next", "done")).reshape(batch.shape).float())
+    batch.set("advantage", torch.randn(batch.shape))
+    batch.set("value_target", torch.randn(batch.shape))
+    return batch
+
+
 def updated_parameters(overrides: list[str], part: slice = slice(None)) -> dict:
-    """An agent built from seed 2, after UPDATES updates on `part` of the fixed minibatch."""
-    batch = fixed_minibatch(overrides)[part]
+    """An agent built from seed 2, after UPDATES updates on `part` of the fixed minibatch
+    (of its sequences, for a recurrent on-policy agent)."""
+    if "agent=ppo" in overrides:
+        batch = fixed_sequences(overrides)[:, part]
+    else:
+        batch = fixed_minibatch(overrides)[part]
     cfg = load_config(overrides)
     env = make_env(cfg.env, device=CPU, seed=0)
     progress = Progress(CPU)

@@ -42,8 +42,10 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     [
         ["agent=dqn", "agent.hidden=[32,32]", "agent.max_grad_norm=1.0"],
         ["env=pendulum", "agent=ddpg", "agent.hidden=[32,32]"],
+        # the recurrent core's weights averaged too: ranks replay halves of the sequences
+        ["agent=ppo", "agent.recurrent=lstm", "agent.recurrent_hidden=16", "agent.hidden=[32]"],
     ],
-    ids=["dqn", "ddpg"],
+    ids=["dqn", "ddpg", "recurrent_ppo"],
 )
 def test_two_ranks_with_half_the_batch_make_the_one_rank_update(tmp_path, overrides):
     out = tmp_path / "ranks.pt"
