@@ -13,7 +13,7 @@ from gpurl.policies import LOG_PROB, VALUE
 from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
 from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
 from gpurl.train import build, load_config
-from gpurl.trainers.compile import compile_policy
+from gpurl.trainers.compile import InductorPolicy, compile_policy
 from gpurl.trainers.evaluation import evaluate_protocol
 
 from .test_bad_input import assert_refused, run_cli
@@ -238,7 +238,7 @@ def assert_replays_the_acting_pass(agent, batch):
             agent.encoder(batch), batch.get(RECURRENT_STATE)[0], batch.get("done")
         )
         obs = batch.clone(False).set("features", out)
-        log_prob, _ = agent.actor.evaluate(obs, batch.get("action"))
+        log_prob, _ = agent.actor.evaluate(obs, batch.get(agent.info.action_key))
         torch.testing.assert_close(log_prob, batch.get(LOG_PROB))
         torch.testing.assert_close(agent.critic(obs), batch.get(VALUE))
 
@@ -405,7 +405,6 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["compile.policy=true"], "acts with its hidden state eagerly: set compile.policy=false"),
         (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
         (["agent.sequence_length=3"], "does not divide trainer.rollout_steps=8"),
         (["agent.sequence_length=4", "agent.minibatches=16"], "does not divide the 8 sequences"),
@@ -413,7 +412,6 @@ def test_a_recurrent_core_sits_behind_a_cnn(tmp_path, env, overrides):
         (["agent.recurrent=null", "agent.sequence_length=4"], "cuts a recurrent agent's"),
     ],
     ids=[
-        "compile_policy",
         "minibatches",
         "sequence_length",
         "sequence_minibatches",
@@ -427,9 +425,9 @@ def test_what_recurrent_agents_refuse_in_one_line(tmp_path, overrides, message):
     assert "\n" not in str(err.value)
 
 
-def test_cuda_graphs_capture_the_update_and_leave_the_acting_eager(tmp_path):
+def test_cuda_graphs_capture_the_update_and_leave_the_acting_uncaptured(tmp_path):
     # compile.cudagraphs is taken (the update is captured: tests/test_compile.py runs it
-    # on CUDA); the acting policy is not wrapped; compile.policy is refused in one line
+    # on CUDA); the acting policy is not graphed, and with compile.policy it is traced
     trainer = small(tmp_path)
     cfg = load_config(["env=cartpole", "agent=ppo", "agent.recurrent=gru"]).agent
     agent = PPOAgent(cfg, trainer.info, trainer.progress)
@@ -437,9 +435,42 @@ def test_cuda_graphs_capture_the_update_and_leave_the_acting_eager(tmp_path):
     agent.refuse_recurrent("gru")
     assert compile_policy(agent.policy, agent.compile, recurrent=True) is agent.policy
     agent.compile = CompileSpec(cudagraphs=True, policy=True)
-    with pytest.raises(ConfigError, match="set compile.policy=false") as err:
-        agent.refuse_recurrent("gru")
-    assert "\n" not in str(err.value)
+    agent.refuse_recurrent("gru")
+    acting = compile_policy(agent.policy, agent.compile, recurrent=True)
+    assert isinstance(acting, InductorPolicy)
+
+
+@pytest.mark.slow  # Inductor compiles the acting step: ~10 s a case
+@pytest.mark.parametrize(
+    "env, kind", [("cartpole", "lstm"), ("marinenav", "gru")], ids=["cartpole", "marinenav"]
+)
+def test_a_compiled_acting_step_moves_the_hidden_state_as_the_replay_does(tmp_path, env, kind):
+    """compile.policy traces the acting step with the core's state buffer: the rollout it
+    stores (states, log-probs, values) is what the eager core replays from its first
+    stored state, episode ends (and, on MarineNav, stopped robots) included, and the
+    training state it leaves is where the replay ends."""
+    extra = ["env.max_episode_steps=20"] if env == "marinenav" else []
+    trainer = small(
+        tmp_path, f"agent.recurrent={kind}", "compile.policy=true", *extra, env=env, steps=40
+    )
+    assert isinstance(trainer.acting, InductorPolicy)
+    agent = trainer.agent
+    trainer.collector.rollout()
+    rollout = trainer.collector.rollout()  # begins mid-episode, from a carried state
+    assert rollout.get(("next", "done")).any()
+    targets = agent.compute_targets(rollout, trainer.collector.obs)
+    trainer._allocate(rollout, targets)
+    trainer.shuffle()
+    batch = trainer.fill_minibatch(0)
+    assert_replays_the_acting_pass(agent, batch)
+    with torch.no_grad():  # the whole rollout from its first state: the carried state
+        x = agent.encoder(rollout)
+        done = targets.get("done")
+        _, _, last = agent.core.unroll(x, rollout.get(RECURRENT_STATE)[0], done)
+    if env == "marinenav":  # the acting zeroes robots not running at the next step
+        last = last * trainer.collector.obs.get(("agents", "running")).unsqueeze(-1)
+    torch.testing.assert_close(agent.core.state, last)
+    trainer.iteration()
 
 
 @pytest.mark.parametrize("agent", ["rainbow", "iqn", "sac"])

@@ -109,10 +109,9 @@ def test_recurrent_null_builds_pqn_as_before(tmp_path):
             ["trainer.num_seeds=2", "agent.minibatches=8"],
             "does not divide the 4 sequences of one run's rollout",
         ),
-        (["compile.policy=true"], "acts with its hidden state eagerly: set compile.policy=false"),
         (["agent.minibatches=8"], "does not divide the 4 sequences of a rollout"),
     ],
-    ids=["num_seeds_minibatches", "compile_policy", "minibatches"],
+    ids=["num_seeds_minibatches", "minibatches"],
 )
 def test_what_recurrent_pqn_refuses_in_one_line(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message) as err:

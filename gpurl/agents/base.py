@@ -203,11 +203,12 @@ class Agent:
         seeds: bool = False,
     ) -> None:
         """What agent.recurrent does not run with yet, each refused in one line: many
-        seeds in one process unless the agent stacks its runs' cores (`seeds`), compiled
-        acting (compile.policy; under compile.cudagraphs the update is captured and the
-        acting stays eager, trainers/compile.py), and, where the sequence update runs
-        eagerly only (`eager_update`), compile.update and compile.cudagraphs too;
-        multi-robot envs unless the agent keeps a state per robot (`robots`)."""
+        seeds in one process unless the agent stacks its runs' cores (`seeds`); where the
+        sequence update runs eagerly only (`eager_update`), compile.update,
+        compile.cudagraphs and compile.policy; multi-robot envs unless the agent keeps a
+        state per robot (`robots`). Otherwise compile.policy traces the acting with its
+        hidden state and compile.cudagraphs captures the update (the acting is not
+        captured: trainers/compile.py)."""
         fix = f"drop agent.recurrent={recurrent}"
         if self.runs.many and not seeds:
             raise ConfigError(
@@ -220,12 +221,6 @@ class Agent:
                 f"agent.recurrent={recurrent} runs its sequences and hidden state eagerly: "
                 f"set compile.update=false, compile.cudagraphs=false and "
                 f"compile.policy=false, or {fix}"
-            )
-        if self.compile.policy:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} acts with its hidden state eagerly: set "
-                f"compile.policy=false (compile.update and compile.cudagraphs take its "
-                f"update), or {fix}"
             )
         if self.info.multi_agent and not robots:
             raise ConfigError(

@@ -139,7 +139,9 @@ class PolicyWrapper(ActingPolicy):
         self.write_log_prob = write_log_prob
         # PQN's Q(lambda) bootstraps from max_a Q(s, a): the acting pass computes it anyway
         self.write_max_q = write_max_q
-        self.in_keys = info.input_keys
+        self.in_keys = list(info.input_keys)
+        if self.running_key is not None and self.running_key not in self.in_keys:
+            self.in_keys.append(self.running_key)  # the core reads it: a traced policy too
         self.out_keys = [self.action_key] + ([LOG_PROB] if write_log_prob else [])
         self.out_keys += [VALUE] if value is not None or write_max_q else []
         self.out_keys += [RECURRENT_STATE] if core is not None else []

@@ -72,9 +72,10 @@ class InductorPolicy:
 
 def compile_policy(policy: ActingPolicy, spec: CompileSpec, recurrent: bool = False):
     """What the collector acts with: `policy` itself, or compiled and/or graphed. The
-    agent keeps its eager policy for evaluation (same parameters). A recurrent agent
-    acts eagerly (its hidden state moves between its own buffers each step); under
-    compile.cudagraphs only its update is captured."""
+    agent keeps its eager policy for evaluation (same parameters). A recurrent agent's
+    acting traces through Inductor with its hidden state (the graph moves the core's
+    state buffer in place, as the eager step does); under compile.cudagraphs only its
+    update is captured, its acting is not."""
     acting = policy
     if spec.policy:
         if not isinstance(policy, PolicyWrapper):  # the trace feeds it progress.frames alone
