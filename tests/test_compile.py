@@ -214,12 +214,11 @@ def test_recurrent_ppo_update_under_cudagraphs_matches_eager_on_cuda(tmp_path):
 )
 def test_cudagraphs_training_never_syncs(tmp_path, preset):
     on_policy = preset.startswith(("ppo", "pqn"))
-    recurrent = preset.endswith("_lstm")  # acts eagerly: compile.policy is refused
+    # a recurrent preset's acting is traced (compile.policy), not captured
     cfg = load_config(
         [f"experiment={preset}", "device=cuda", "compile=cudagraphs", "logger=none"]
         + ["trainer.progress=false"]
         + ([] if on_policy else ["trainer.init_random_frames=0"])
-        + (["compile.policy=false"] if recurrent else [])
     )
     iterate_without_syncs(build(cfg, tmp_path), warmup=6, steps=4)  # warm-up: capture
 
