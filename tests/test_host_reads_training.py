@@ -74,6 +74,17 @@ CASES = {
         "agent.target_update=hard",
         "agent.target_update_interval=3",
     ],
+    # recurrent IQN: the same sequence replay under the quantile head
+    "iqn_gru_prioritized_nstep": [
+        "env=cartpole",
+        "agent=iqn",
+        "agent.recurrent=gru",
+        "agent.sequence_length=4",
+        "agent.burn_in=2",
+        "agent.sequence_overlap=2",
+        "agent.n_step=3",
+        "agent.prioritized=true",
+    ],
     # many seeds in one process (core/runs.py): stacked networks, per-run sampling
     "dqn_3_seeds": ["env=cartpole", "agent=dqn", "trainer.num_seeds=3"],
     "sac_3_seeds_per_seed_lr": [

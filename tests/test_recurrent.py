@@ -473,7 +473,7 @@ def test_a_compiled_acting_step_moves_the_hidden_state_as_the_replay_does(tmp_pa
     trainer.iteration()
 
 
-@pytest.mark.parametrize("agent", ["rainbow", "iqn", "sac"])
+@pytest.mark.parametrize("agent", ["rainbow", "acqin", "sac"])
 def test_agents_without_a_recurrent_core_have_no_such_key(agent, tmp_path, monkeypatch, capsys):
     argv = [f"agent={agent}", "agent.recurrent=lstm"]
     code, lines, run_dir = run_cli(argv, tmp_path, monkeypatch, capsys)

@@ -249,7 +249,7 @@ def test_an_episode_end_inside_a_sequence_zeroes_the_state_and_cuts_the_gradient
     done[0, 1] = True  # sequence 0's episode ends after its second step
     obs = sample["observation"].clone().requires_grad_(True)
     sample.set("observation", obs)
-    out, after = agent.unroll(online(agent), sample, sample[RECURRENT_STATE], done.T)
+    out, after = agent.unroll_window(*online(agent)[:2], sample, sample[RECURRENT_STATE], done.T)
     # the step after the end begins from zeros
     x = agent.encoder(sample)[0, 2]
     fresh, _ = agent.core.step(x, torch.zeros(agent.core.state_size))

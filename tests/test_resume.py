@@ -198,6 +198,25 @@ EXACT_CASES = {
         "trainer.batch_size=8",
         "trainer.init_random_frames=64",
     ],
+    # recurrent IQN: the same, under the quantile head's own draws
+    "iqn_cartpole_gru_prioritized": [
+        "env=cartpole",
+        "agent=iqn",
+        "agent.recurrent=gru",
+        "agent.recurrent_hidden=16",
+        "agent.hidden=[32]",
+        "agent.sequence_length=8",
+        "agent.burn_in=4",
+        "agent.sequence_overlap=4",
+        "agent.n_step=3",
+        "agent.prioritized=true",
+        "agent.priority_beta_frames=1000",  # fixed: the halves differ in total_frames
+        "env.num_envs=4",
+        "trainer.frames_per_batch=16",
+        "trainer.utd=0.25",
+        "trainer.batch_size=8",
+        "trainer.init_random_frames=64",
+    ],
     # MinAtar: the game state, sticky actions' and difficulty ramping's draws
     "dqn_minatar_breakout": [
         "experiment=minatar_breakout_dqn",

@@ -164,3 +164,29 @@ class QLearningConfig(TargetNetworkKeys, EpsilonGreedyKeys, OffPolicyConfig):
     lr: float = lr_key(5.0e-4)
     max_grad_norm: float | None = max_grad_norm_key(10.0)
     encoder: EncoderConfig = encoder_key()
+
+
+@dataclass
+class SequenceReplayKeys(Schema):
+    """The keys of a recurrent Q-learner's sequence replay (R2D2: DQN and IQN): how long
+    its replayed sequences are, their burn-in and overlap, and their priorities.
+    `agent.recurrent` itself is each agent's own key (its doc says where the core sits)."""
+
+    recurrent_hidden: int = recurrent_hidden_key()
+    sequence_length: int = key(
+        40, "trained steps per replayed sequence (R2D2: 80; halved for small tasks)", ge=1
+    )
+    burn_in: int = key(
+        20,
+        "steps before the trained ones that only warm the stored state up, no gradient (R2D2: 40)",
+        ge=0,
+    )
+    sequence_overlap: int = key(
+        40,
+        "rows shared by adjacent sequences: starts are burn_in + sequence_length - overlap "
+        "apart (R2D2: trained parts overlap by half)",
+        ge=0,
+    )
+    priority_eta: float = key(
+        0.9, "a sequence's priority: eta max |TD| + (1 - eta) mean |TD|", ge=0, le=1
+    )

@@ -22,8 +22,6 @@ eta max + (1 - eta) mean (core/replay.sequence_priority).
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
@@ -39,12 +37,13 @@ from gpurl.agents.base import (
     scalars,
     target_copy,
 )
-from gpurl.agents.config import QLearningConfig, recurrent_hidden_key, recurrent_key
+from gpurl.agents.config import QLearningConfig, SequenceReplayKeys, recurrent_key
+from gpurl.agents.sequence_q import RecurrentQ
 from gpurl.core.compile import EAGER
 from gpurl.core.config import declare, key
 from gpurl.core.private import unchecked_tensordict
 from gpurl.core.registry import register
-from gpurl.core.replay import ReplaySpec, SequenceSpec, sequence_priority, weighted_mean
+from gpurl.core.replay import sequence_priority, weighted_mean
 from gpurl.errors import ConfigError
 from gpurl.policies import (
     PolicyWrapper,
@@ -55,7 +54,7 @@ from gpurl.policies import (
     resample_noise,
 )
 from gpurl.policies.networks import FEATURES
-from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
+from gpurl.policies.recurrent import RECURRENT_STATE
 
 
 def masked_q(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -76,7 +75,7 @@ def dqn_target(q_target_next, q_online_next, reward, discount, double: bool, mas
 # 3-step targets at 2.5e-4: the default run (40k frames of CartPole) ended at a greedy 500
 # on seeds 0-4 with them, against 1-step targets at 5e-4's 306-500 (trainer.num_seeds=5)
 @declare(name="dqn", lr=2.5e-4, n_step=3)
-class DQNConfig(QLearningConfig):
+class DQNConfig(SequenceReplayKeys, QLearningConfig):
     """DQN (gpurl/agents/dqn.py): Double-Q, dueling and noisy options, Polyak or hard
     targets, n-step returns, epsilon-greedy."""
 
@@ -92,34 +91,12 @@ class DQNConfig(QLearningConfig):
         "between the encoder and the Q head, trained from replayed sequences (R2D2)",
         note=("recurrent DQN (R2D2): sequence replay, read with agent.recurrent only",),
     )
-    recurrent_hidden: int = recurrent_hidden_key()
-    sequence_length: int = key(
-        40, "trained steps per replayed sequence (R2D2: 80; halved for small tasks)", ge=1
-    )
-    burn_in: int = key(
-        20,
-        "steps before the trained ones that only warm the stored state up, no gradient (R2D2: 40)",
-        ge=0,
-    )
-    sequence_overlap: int = key(
-        40,
-        "rows shared by adjacent sequences: starts are burn_in + sequence_length - overlap "
-        "apart (R2D2: trained parts overlap by half)",
-        ge=0,
-    )
-    priority_eta: float = key(
-        0.9, "a sequence's priority: eta max |TD| + (1 - eta) mean |TD|", ge=0, le=1
-    )
 
 
 @register("agent", "dqn", DQNConfig)
-class DQNAgent(OffPolicyAgent):
+class DQNAgent(RecurrentQ, OffPolicyAgent):
     name = "dqn"
     many_seeds = True
-
-    @property
-    def fuses_draw(self) -> bool:  # recurrent DQN learns from sequences, drawn eagerly
-        return self.core is None
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
@@ -129,7 +106,7 @@ class DQNAgent(OffPolicyAgent):
         self.encoder = self.core = None
         recurrent = cfg.get("recurrent")
         if recurrent:
-            self.build_recurrent(recurrent, n_actions, sigma0)
+            self.build_q_sequences(recurrent, n_actions, sigma0)
         else:
             self.q = self.runs.build(
                 lambda: QNetwork(
@@ -158,22 +135,11 @@ class DQNAgent(OffPolicyAgent):
         self.learn_step = self.compiled(self.learn if self.core is None else self.learn_sequences)
 
     # -- recurrent DQN ------------------------------------------------------------------------
-    def build_recurrent(self, recurrent: str, n_actions: int, sigma0: float) -> None:
+    def build_q_sequences(self, recurrent: str, n_actions: int, sigma0: float) -> None:
         """Encoder -> recurrent core -> Q head (on SharedFeatures, the core's output), each
-        with a target copy; the sequence settings checked."""
-        cfg, info = self.cfg, self.info
-        self.refuse_recurrent(recurrent)
-        self.sequence_length, self.burn_in = int(cfg.sequence_length), int(cfg.burn_in)
-        self.stride = self.burn_in + self.sequence_length - int(cfg.sequence_overlap)
-        if self.stride < 1:
-            raise ConfigError(
-                f"agent.sequence_overlap={cfg.sequence_overlap} must be below agent.burn_in + "
-                f"agent.sequence_length = {self.burn_in + self.sequence_length}: lower it"
-            )
-        self.eta = float(cfg.priority_eta)
-        device = info.device
-        self.encoder = make_encoder(info, cfg.get("encoder")).to(device)
-        self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
+        with a target copy (sequence_q.RecurrentQ builds the first two)."""
+        cfg, device = self.cfg, self.info.device
+        pairs = self.build_recurrent(recurrent)
         self.q = QNetwork(
             SharedFeatures(self.core.out_features),
             n_actions,
@@ -182,19 +148,13 @@ class DQNAgent(OffPolicyAgent):
             sigma0,
             support=self.make_support(cfg),
         ).to(device)
-        self.encoder_target, self.core_target, self.q_target = (
-            target_copy(m) for m in (self.encoder, self.core, self.q)
-        )
-        self.targets = TargetPairs(
-            (self.encoder_target, self.encoder),
-            (self.core_target, self.core),
-            (self.q_target, self.q),
-        )
+        self.q_target = target_copy(self.q)
+        self.targets = TargetPairs(*pairs, (self.q_target, self.q))
 
     def refuse_recurrent(self, recurrent: str, eager_update: bool = True) -> None:
         """The base refusals (the sequence update runs eagerly), and a subclass that
         changes DQN's loss on transitions only."""
-        super().refuse_recurrent(recurrent, eager_update=True)
+        super().refuse_recurrent(recurrent)
         fix = f"drop agent.recurrent={recurrent}"
         agent = type(self)
         if agent.learn is not DQNAgent.learn and agent.learn_sequences is DQNAgent.learn_sequences:
@@ -204,34 +164,8 @@ class DQNAgent(OffPolicyAgent):
                 f"(learn_sequences): {fix}"
             )
 
-    def recurrent_params(self) -> list[nn.Parameter]:
-        if self.core is None:
-            return []
-        return [*self.encoder.parameters(), *self.core.parameters()]
-
-    @property
-    def recurrent(self) -> bool:
-        return self.core is not None
-
-    def acting_state(self) -> dict[str, Tensor]:
-        return {} if self.core is None else {RECURRENT_STATE: self.core.state}
-
-    def replay_spec(self) -> ReplaySpec:
-        spec = super().replay_spec()
-        if self.core is None:
-            return spec
-        sequence = SequenceSpec(self.sequence_length, self.burn_in, self.stride, RECURRENT_STATE)
-        return dataclasses.replace(spec, sequence=sequence)
-
     def modules(self):
-        nets = {"q": self.q, "q_target": self.q_target}
-        if self.core is not None:
-            nets |= {
-                "encoder": self.encoder,
-                "core": self.core,
-                "encoder_target": self.encoder_target,
-                "core_target": self.core_target,
-            }
+        nets = {"q": self.q, "q_target": self.q_target, **self.recurrent_modules()}
         return {**nets, "exploration": self.policy.exploration}
 
     def optimizers(self):
@@ -291,10 +225,10 @@ class DQNAgent(OffPolicyAgent):
         nxt = batch["next"]
         mask = nxt.get(self.mask_key).transpose(0, 1) if self.mask_key else None
         online = (self.encoder, self.core, self.q)
-        out, after = self.unroll(online, batch, start, done)
+        out, after = self.unroll_window(self.encoder, self.core, batch, start, done)
         with torch.no_grad():
             target_net = (self.encoder_target, self.core_target, self.q_target)
-            _, target_after = self.unroll(target_net, batch, start, done)
+            _, target_after = self.unroll_window(*target_net[:2], batch, start, done)
             online_next = (
                 self.bootstrap_q(online, nxt, after.detach(), last) if cfg.double else None
             )
@@ -322,31 +256,11 @@ class DQNAgent(OffPolicyAgent):
             metrics.set("priority", sequence_priority((q - target).detach(), self.eta))
         return metrics
 
-    def unroll(self, nets, batch: TensorDict, start: Tensor, done: Tensor) -> tuple[Tensor, Tensor]:
-        """The core of `nets` over a batch's windows [B, W] from the stored `start` states:
-        the burn-in's first `burn_in` steps without gradient, then the rest (trained and
-        look-ahead steps). Returns the rest's outputs and states after each step, before
-        its reset, [W - burn_in, B, ...]."""
-        encoder, core, _ = nets
-        x = encoder(batch).transpose(0, 1)  # [W, B, F]
-        b = self.burn_in
-        state = start
-        if b:
-            # the state after the burn-in is a constant to the trained steps: no gradient
-            # reaches the burn-in steps, as in R2D2
-            with torch.no_grad():
-                _, _, state = core.unroll(x[:b], start, done[:b])
-        out, after, _ = core.unroll(x[b:], state, done[b:])
-        return out, after
-
     def bootstrap_q(self, nets, nxt: TensorDict, after: Tensor, last: Tensor) -> Tensor:
-        """Q of the observation after each trained step's last summed step [L, B, A], from
-        the state after that step (before a reset: a truncated episode's final
-        observation continues its episode's state)."""
+        """Q of the observation after each trained step's last summed step [L, B, A]
+        (RecurrentQ.bootstrap_features)."""
         encoder, core, head = nets
-        state = after.gather(0, last.unsqueeze(-1).expand(*last.shape, after.shape[-1]))
-        out, _ = core.step(encoder(nxt).transpose(0, 1), state)
-        return self.head(head, out)
+        return self.head(head, self.bootstrap_features(encoder, core, nxt, after, last))
 
     def head(self, q: nn.Module, out: Tensor) -> Tensor:
         """Q-values of the core's outputs [..., H] (the head reads them as FEATURES)."""

@@ -33,13 +33,20 @@ from gpurl.agents.base import (
     scalars,
     target_copy,
 )
-from gpurl.agents.config import QLearningConfig, hidden_key
+from gpurl.agents.config import (
+    QLearningConfig,
+    SequenceReplayKeys,
+    hidden_key,
+    recurrent_key,
+)
 from gpurl.agents.dqn import masked_q
+from gpurl.agents.sequence_q import RecurrentQ
 from gpurl.core.compile import EAGER
 from gpurl.core.config import Schema, declare, key
 from gpurl.core.registry import register
-from gpurl.core.replay import weighted_mean
-from gpurl.policies import PolicyWrapper, make_encoder, make_exploration, mlp
+from gpurl.core.replay import sequence_priority, weighted_mean
+from gpurl.policies import PolicyWrapper, SharedFeatures, make_encoder, make_exploration, mlp
+from gpurl.policies.recurrent import RECURRENT_STATE
 
 
 def quantile_huber_loss(pred, target, taus, kappa: float = 1.0) -> torch.Tensor:
@@ -142,9 +149,14 @@ class QuantileKeys(Schema):
     target_update_interval=10000,
     epsilon_start=0.6,
 )
-class IQNConfig(QuantileKeys, QLearningConfig):
+class IQNConfig(QuantileKeys, SequenceReplayKeys, QLearningConfig):
     """IQN (gpurl/agents/iqn.py), with the MarineNav spec's networks and settings as
     defaults."""
+
+    recurrent: str | None = recurrent_key(
+        "between the encoder and the quantile head, trained from replayed sequences (R2D2)",
+        note=("recurrent IQN (R2D2): sequence replay, read with agent.recurrent only",),
+    )
 
     hidden: list[int] = hidden_key(
         [128, 128], "widths after the quantile embedding x state feature product"
@@ -159,32 +171,43 @@ class IQNConfig(QuantileKeys, QLearningConfig):
 
 
 @register("agent", "iqn", IQNConfig)
-class IQNAgent(OffPolicyAgent):
+class IQNAgent(RecurrentQ, OffPolicyAgent):
     name = "iqn"
-    fuses_draw = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
         n_actions = require_discrete(info, "iqn", "sac, td3 or ddpg, or a discrete env")
-        self.z = QuantileNetwork(
-            make_encoder(info, cfg.get("encoder")),
+        head = (
             n_actions,
             cfg.hidden,
             int(cfg.cos_embed),
             int(cfg.act_quantiles),
             float(cfg.get("eval_cvar", 1.0)),
-        ).to(info.device)
+        )
+        recurrent, pairs = cfg.get("recurrent"), []
+        if recurrent:  # encoder -> core -> the quantile head on the core's output (R2D2)
+            pairs = self.build_recurrent(recurrent)
+            self.z = QuantileNetwork(SharedFeatures(self.core.out_features), *head)
+        else:
+            self.z = QuantileNetwork(make_encoder(info, cfg.get("encoder")), *head)
+        self.z = self.z.to(info.device)
         self.z_target = target_copy(self.z)
-        self.targets = TargetPairs((self.z_target, self.z))
-        self.optimizer = make_optimizer(self.z.parameters(), cfg.lr)
+        self.targets = TargetPairs(*pairs, (self.z_target, self.z))
+        self.optimizer = make_optimizer([*self.recurrent_params(), *self.z.parameters()], cfg.lr)
         self.policy = PolicyWrapper(
-            self.z, info, progress, make_exploration(cfg, info, random_frames)
+            self.z,
+            info,
+            progress,
+            make_exploration(cfg, info, random_frames),
+            encoder=self.encoder,
+            core=self.core,
         ).to(info.device)
         self.mask_key = info.action_mask_key
-        self.learn_step = self.compiled(self.learn)
+        self.learn_step = self.compiled(self.learn if self.core is None else self.learn_sequences)
 
     def modules(self):
-        return {"z": self.z, "z_target": self.z_target, "exploration": self.policy.exploration}
+        nets = {"z": self.z, "z_target": self.z_target, **self.recurrent_modules()}
+        return {**nets, "exploration": self.policy.exploration}
 
     def optimizers(self):
         return {"optimizer": self.optimizer}
@@ -219,4 +242,41 @@ class IQNAgent(OffPolicyAgent):
         metrics = scalars(loss=loss.detach(), q=z_taken.detach().mean())
         if cfg.prioritized:  # the replay's new priorities: the quantile loss
             metrics.set("priority", elementwise.detach())
+        return metrics
+
+    def learn_sequences(self, batch: TensorDict) -> TensorDict:
+        """One gradient step on a batch of B sequences (trainers/sequence_replay.py): the
+        online and target cores unrolled from each sequence's stored state (the burn-in
+        without gradient), then N online x N' target quantiles at each of the L trained
+        steps, their n-step targets bootstrapped from the target core's state."""
+        cfg, L = self.cfg, self.sequence_length
+        n, n_next = int(cfg.quantiles), int(cfg.target_quantiles)
+        done = batch["done"].transpose(0, 1)  # [W, B]
+        start = batch[RECURRENT_STATE]
+        last = batch["last"].transpose(0, 1) - self.burn_in  # [L, B]
+        nxt = batch["next"]
+        out, _ = self.unroll_window(self.encoder, self.core, batch, start, done)
+        with torch.no_grad():
+            target_core = (self.encoder_target, self.core_target)
+            _, target_after = self.unroll_window(*target_core, batch, start, done)
+            feature_next = self.bootstrap_features(*target_core, nxt, target_after, last)
+            taus_next = torch.rand((*feature_next.shape[:-1], n_next), device=out.device)
+            z_next = self.z_target.quantiles(feature_next, taus_next)  # [L, B, N', A]
+            mask = nxt.get(self.mask_key).transpose(0, 1) if self.mask_key else None
+            reward, discount = batch["reward"].transpose(0, 1), batch["discount"].transpose(0, 1)
+            target = iqn_target(z_next, reward, discount, mask)  # [L, B, N']
+        feature = out[:L]
+        taus = torch.rand((*feature.shape[:-1], n), device=out.device)
+        z = self.z.quantiles(feature, taus)  # [L, B, N, A]
+        action = batch["action"].transpose(0, 1).long()[..., None, None]
+        z_taken = z.gather(-1, action.expand(*z.shape[:-1], 1)).squeeze(-1)  # [L, B, N]
+        elementwise = quantile_huber_loss(z_taken, target, taus, float(cfg.kappa))  # [L, B]
+        # every trained step counts, each sequence weighted by its importance weight
+        loss = (batch["weight"] * elementwise.mean(0)).mean()
+        clip_and_step(self.optimizer, loss, cfg.max_grad_norm)
+        if cfg.target_update != "hard":
+            self.targets.polyak(cfg.tau)
+        metrics = scalars(loss=loss.detach(), q=z_taken.detach().mean())
+        if cfg.prioritized:  # R2D2's mix of the steps' max and mean (of the quantile loss)
+            metrics.set("priority", sequence_priority(elementwise.detach(), self.eta))
         return metrics
