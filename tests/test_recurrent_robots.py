@@ -162,3 +162,13 @@ def test_what_multi_robot_memory_refuses_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="recurrent PPO and A2C keep a state per robot") as err:
         build(load_config(dqn), tmp_path)
     assert "\n" not in str(err.value)
+
+
+def test_two_seeds_in_one_process_keep_a_state_per_run_env_and_robot(tmp_path):
+    """trainer.num_seeds=2 on MarineNav: the stacked core's state holds every run's envs'
+    robots, and whole rollouts replay per run (the group's sequences, robots inside)."""
+    trainer = small(tmp_path, "marinenav", "trainer.num_seeds=2", steps=20, minibatches=2)
+    assert trainer.agent.core.state.shape == (2 * 4, 5, 16)
+    for _ in range(2):
+        trainer.iteration()
+    assert trainer.progress.update_count == 2 * 2  # iterations x minibatches
