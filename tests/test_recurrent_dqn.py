@@ -23,13 +23,14 @@ from gpurl.trainers.sequence_replay import SequenceReplay, aligned
 OBS = ("obs", "observation")
 
 
-def small(tmp_path, *overrides, env="cartpole", envs=4):
+def small(tmp_path, *overrides, env="cartpole", envs=4, agent="dqn"):
     """4 envs, 2 rows per iteration, sequences of 2 burn-in + 4 trained + 2 look-ahead
-    rows (n_step 3) starting 4 rows apart; updates from the first whole window on."""
+    rows (n_step 3) starting 4 rows apart; updates from the first whole window on. DQN,
+    or IQN (the same sequence replay under its quantile head: tests/test_recurrent_iqn.py)."""
     cfg = load_config(
         [
             f"env={env}",
-            "agent=dqn",
+            f"agent={agent}",
             "agent.recurrent=lstm",
             "agent.recurrent_hidden=8",
             "agent.hidden=[16]",
@@ -210,30 +211,26 @@ def test_an_empty_window_count_waits_for_updates(tmp_path):
 
 
 # -- learning --------------------------------------------------------------------------------
-def test_no_gradient_reaches_the_burn_in(tmp_path):
-    """Through the update's own loss: the gradient of the loss with respect to the
-    window's observations is exactly zero on the burn-in rows and the stored start state,
-    non-zero on the trained rows."""
+@pytest.mark.parametrize("agent", ["dqn", "iqn"])
+def test_no_gradient_reaches_the_burn_in(tmp_path, agent, monkeypatch):
+    """Through the update's own loss (DQN's TD error, IQN's quantile loss): the gradient
+    of the loss with respect to the window's observations is exactly zero on the burn-in
+    rows and the stored start state, non-zero on the trained rows."""
     torch.manual_seed(0)
-    trainer = small(tmp_path, "agent.burn_in=3", "agent.sequence_overlap=3")
+    trainer = small(tmp_path, "agent.burn_in=3", "agent.sequence_overlap=3", agent=agent)
     fill(trainer, 8)
     agent, sample = trainer.agent, trainer.buffer.sample()
     obs = sample["observation"].clone().requires_grad_(True)
     state = sample[RECURRENT_STATE].clone().requires_grad_(True)
     sample.set("observation", obs)
     sample.set(RECURRENT_STATE, state)
-    import gpurl.agents.dqn as dqn
-
     grads = {}
 
     def spy(optimizer, loss, max_norm):
         grads["obs"], grads["state"] = torch.autograd.grad(loss, (obs, state), allow_unused=True)
 
-    dqn.clip_and_step, saved = spy, dqn.clip_and_step
-    try:
-        agent.update(sample, trainer.progress)
-    finally:
-        dqn.clip_and_step = saved
+    monkeypatch.setattr(type(agent).__module__ + ".clip_and_step", spy)
+    agent.update(sample, trainer.progress)
     assert grads["obs"][:, :3].abs().max() == 0  # burn-in rows
     assert grads["state"] is None  # the stored state reaches the loss through the burn-in only
     assert grads["obs"][:, 3:7].abs().amax((0, 2)).gt(0).all()  # each trained row
@@ -263,13 +260,20 @@ def test_an_episode_end_inside_a_sequence_zeroes_the_state_and_cuts_the_gradient
     assert grad[0, 0].abs().max() > 0
 
 
-def test_a_training_run_learns_from_sequences_and_evaluates_from_its_own_state(tmp_path):
-    trainer = small(tmp_path, "agent.prioritized=true", "agent.recurrent=gru")
-    before = {k: v.clone() for k, v in trainer.agent.q.state_dict().items()}
+@pytest.mark.parametrize("agent, head", [("dqn", "q"), ("iqn", "z")])
+def test_a_training_run_learns_from_sequences_and_evaluates_from_its_own_state(
+    tmp_path, agent, head
+):
+    trainer = small(tmp_path, "agent.prioritized=true", "agent.recurrent=gru", agent=agent)
+    heads = trainer.agent.modules()[head]
+    before = {k: v.clone() for k, v in heads.state_dict().items()}
     for _ in range(6):
         trainer.iteration()
     assert trainer.progress.update_count == 24  # from the 4th iteration's 8 rows: one window
-    assert any(not torch.equal(v, trainer.agent.q.state_dict()[k]) for k, v in before.items())
+    assert any(not torch.equal(v, heads.state_dict()[k]) for k, v in before.items())
+    assert sorted(trainer.agent.modules()) == sorted(
+        ["core", "core_target", "encoder", "encoder_target", "exploration", head, f"{head}_target"]
+    )
     training = trainer.agent.core.state.clone()
     assert training.shape == (4, 8) and training.abs().max() > 0
     result = evaluate_protocol(trainer.eval_env, trainer.agent.policy)
@@ -277,16 +281,17 @@ def test_a_training_run_learns_from_sequences_and_evaluates_from_its_own_state(t
     torch.testing.assert_close(trainer.agent.core.state, training)
 
 
-def test_recurrent_null_leaves_dqn_exactly_as_it_was(tmp_path, monkeypatch):
-    """agent.recurrent=null: the same networks, policy, replay and updates as a DQN
-    config without any of the recurrent keys (bitwise equal weights after training)."""
+@pytest.mark.parametrize("agent, head", [("dqn", "q"), ("iqn", "z")])
+def test_recurrent_null_leaves_the_agent_exactly_as_it_was(tmp_path, monkeypatch, agent, head):
+    """agent.recurrent=null: the same networks, policy, replay and updates as a DQN (or
+    IQN) config without any of the recurrent keys (bitwise equal weights after training)."""
     from omegaconf import open_dict
 
     import gpurl.train as train
 
     args = [
         "env=cartpole",
-        "agent=dqn",
+        f"agent={agent}",
         "agent.hidden=[16]",
         "agent.n_step=3",
         "agent.prioritized=true",
@@ -303,7 +308,8 @@ def test_recurrent_null_leaves_dqn_exactly_as_it_was(tmp_path, monkeypatch):
     for _ in range(8):
         plain.iteration()
     assert plain.agent.core is None and not plain.agent.recurrent
-    assert sorted(plain.agent.modules()) == ["exploration", "q", "q_target"]
+    assert sorted(plain.agent.modules()) == ["exploration", head, f"{head}_target"]
+    assert plain.agent.fuses_draw
     assert plain.agent.policy.out_keys == ["action"] and not plain.agent.policy.stateful
     assert type(plain.buffer) is DeviceReplay and plain.agent.acting_state() == {}
     without = load_config(args)

@@ -117,6 +117,24 @@ SMALL_ON_POLICY = [
     "agent.minibatches=2",
 ]
 
+# a recurrent Q-learner's sequence replay, prioritized, on CartPole
+SEQUENCES = [
+    "env=cartpole",
+    "agent.recurrent_hidden=16",
+    "agent.hidden=[32]",
+    "agent.sequence_length=8",
+    "agent.burn_in=4",
+    "agent.sequence_overlap=4",
+    "agent.n_step=3",
+    "agent.prioritized=true",
+    "agent.priority_beta_frames=1000",  # fixed: the halves differ in total_frames
+    "env.num_envs=4",
+    "trainer.frames_per_batch=16",
+    "trainer.utd=0.25",
+    "trainer.batch_size=8",
+    "trainer.init_random_frames=64",
+]
+
 EXACT_CASES = {
     "dqn_cartpole": [
         "env=cartpole",
@@ -180,43 +198,9 @@ EXACT_CASES = {
         "agent.minibatches=2",
     ],
     # recurrent DQN: the acting hidden state, the sequence replay and its priorities
-    "dqn_cartpole_lstm_prioritized": [
-        "env=cartpole",
-        "agent=dqn",
-        "agent.recurrent=lstm",
-        "agent.recurrent_hidden=16",
-        "agent.hidden=[32]",
-        "agent.sequence_length=8",
-        "agent.burn_in=4",
-        "agent.sequence_overlap=4",
-        "agent.n_step=3",
-        "agent.prioritized=true",
-        "agent.priority_beta_frames=1000",  # fixed: the halves differ in total_frames
-        "env.num_envs=4",
-        "trainer.frames_per_batch=16",
-        "trainer.utd=0.25",
-        "trainer.batch_size=8",
-        "trainer.init_random_frames=64",
-    ],
+    "dqn_cartpole_lstm_prioritized": ["agent=dqn", "agent.recurrent=lstm", *SEQUENCES],
     # recurrent IQN: the same, under the quantile head's own draws
-    "iqn_cartpole_gru_prioritized": [
-        "env=cartpole",
-        "agent=iqn",
-        "agent.recurrent=gru",
-        "agent.recurrent_hidden=16",
-        "agent.hidden=[32]",
-        "agent.sequence_length=8",
-        "agent.burn_in=4",
-        "agent.sequence_overlap=4",
-        "agent.n_step=3",
-        "agent.prioritized=true",
-        "agent.priority_beta_frames=1000",  # fixed: the halves differ in total_frames
-        "env.num_envs=4",
-        "trainer.frames_per_batch=16",
-        "trainer.utd=0.25",
-        "trainer.batch_size=8",
-        "trainer.init_random_frames=64",
-    ],
+    "iqn_cartpole_gru_prioritized": ["agent=iqn", "agent.recurrent=gru", *SEQUENCES],
     # MinAtar: the game state, sticky actions' and difficulty ramping's draws
     "dqn_minatar_breakout": [
         "experiment=minatar_breakout_dqn",
