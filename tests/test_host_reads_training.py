@@ -87,6 +87,15 @@ CASES = {
     ],
     # many seeds in one process (core/runs.py): stacked networks, per-run sampling
     "dqn_3_seeds": ["env=cartpole", "agent=dqn", "trainer.num_seeds=3"],
+    "dqn_lstm_2_seeds": [
+        "env=cartpole",
+        "agent=dqn",
+        "agent.recurrent=lstm",
+        "agent.sequence_length=4",
+        "agent.burn_in=2",
+        "agent.sequence_overlap=2",
+        "trainer.num_seeds=2",
+    ],
     "sac_3_seeds_per_seed_lr": [
         "env=pendulum",
         "agent=sac",

@@ -451,8 +451,8 @@ def test_each_run_leaves_the_files_of_a_run_of_its_own(tmp_path):
         ),
         (["trainer.num_seeds=2", "agent.prioritized=true"], "prioritized replay"),
         (
-            ["env=memory", "agent=dqn", "agent.recurrent=gru", "trainer.num_seeds=2"],
-            "trains one seed per process with this agent",
+            ["env=memory", "agent=iqn", "agent.recurrent=gru", "trainer.num_seeds=2"],
+            "agent=iqn trains one seed per process",
         ),
     ],
 )

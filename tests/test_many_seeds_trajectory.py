@@ -126,6 +126,24 @@ def assert_weights_close(group, alone, k: int, atol: float):
 # and its actions' round-off, fed through the pendulum, reaches 2e-5 by iteration 80.
 OFF_POLICY = {
     "dqn_cartpole": ("dqn_cartpole", ["agent.hidden=[32,32]"], 170, 0.0),
+    # recurrent DQN (R2D2): the stacked core acting, each run's sequences drawn from its
+    # own streams, unrolled per run (burn-in, bootstrap from the stored states)
+    "dqn_cartpole_lstm": (
+        "dqn_cartpole",
+        [
+            "agent.hidden=[32]",
+            "agent.recurrent=lstm",
+            "agent.recurrent_hidden=16",
+            "agent.sequence_length=4",
+            "agent.burn_in=2",
+            "agent.sequence_overlap=2",
+            "trainer.init_random_frames=200",
+            "trainer.batch_size=16",
+        ],
+        60,
+        1e-5,  # the stored states: the stacked update (autograd over the per-run cell) and
+        # the lone one (the written-out backward) round apart, 2.4e-6 by iteration 60
+    ),
     "sac_pendulum": (
         "sac_pendulum",
         ["agent.hidden=[32,32]", "env.num_envs=4", "trainer.init_random_frames=200"],

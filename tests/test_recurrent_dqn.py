@@ -330,14 +330,13 @@ def test_recurrent_null_leaves_the_agent_exactly_as_it_was(tmp_path, monkeypatch
 @pytest.mark.parametrize(
     "overrides, env, message",
     [
-        (["trainer.num_seeds=2"], "cartpole", "one seed per process"),
         (["compile.update=true"], "cartpole", "compile.update=false"),
         (["compile.policy=true"], "cartpole", "compile.policy=false"),
         (["env.max_episode_steps=20"], "marinenav", "single-agent envs"),
         (["env.collector=torchrl"], "gym", "lean collector"),
         (["agent.sequence_overlap=6"], "cartpole", "sequence_overlap=6 must be below"),
     ],
-    ids=["num_seeds", "compile_update", "compile_policy", "multi_robot", "torchrl", "overlap"],
+    ids=["compile_update", "compile_policy", "multi_robot", "torchrl", "overlap"],
 )
 def test_what_recurrent_dqn_refuses_in_one_line(tmp_path, overrides, env, message):
     with pytest.raises(ConfigError, match=message) as err:

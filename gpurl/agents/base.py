@@ -196,26 +196,16 @@ class Agent:
     recurrent: bool = False
 
     def refuse_recurrent(
-        self,
-        recurrent: str,
-        eager_update: bool = False,
-        robots: bool = False,
-        seeds: bool = False,
+        self, recurrent: str, eager_update: bool = False, robots: bool = False
     ) -> None:
-        """What agent.recurrent does not run with yet, each refused in one line: many
-        seeds in one process unless the agent stacks its runs' cores (`seeds`); where the
-        sequence update runs eagerly only (`eager_update`), compile.update,
+        """What agent.recurrent does not run with yet, each refused in one line: where
+        the sequence update runs eagerly only (`eager_update`), compile.update,
         compile.cudagraphs and compile.policy; multi-robot envs unless the agent keeps a
         state per robot (`robots`). Otherwise compile.policy traces the acting with its
         hidden state and compile.cudagraphs captures the update (the acting is not
-        captured: trainers/compile.py)."""
+        captured: trainers/compile.py). Many seeds in one process stack the runs' cores
+        (policies/recurrent.RunRecurrentCore)."""
         fix = f"drop agent.recurrent={recurrent}"
-        if self.runs.many and not seeds:
-            raise ConfigError(
-                f"agent.recurrent={recurrent} trains one seed per process with this agent "
-                f"(recurrent PPO, A2C and PQN stack their seeds): drop trainer.num_seeds, "
-                f"or {fix}"
-            )
         if eager_update and (self.compile.update or self.compile.cudagraphs or self.compile.policy):
             raise ConfigError(
                 f"agent.recurrent={recurrent} runs its sequences and hidden state eagerly: "

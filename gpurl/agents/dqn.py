@@ -140,13 +140,16 @@ class DQNAgent(RecurrentQ, OffPolicyAgent):
         with a target copy (sequence_q.RecurrentQ builds the first two)."""
         cfg, device = self.cfg, self.info.device
         pairs = self.build_recurrent(recurrent)
-        self.q = QNetwork(
-            SharedFeatures(self.core.out_features),
-            n_actions,
-            cfg.hidden,
-            cfg.dueling,
-            sigma0,
-            support=self.make_support(cfg),
+        features = self.core.out_features
+        self.q = self.runs.build(
+            lambda: QNetwork(
+                SharedFeatures(features),
+                n_actions,
+                cfg.hidden,
+                cfg.dueling,
+                sigma0,
+                support=self.make_support(cfg),
+            )
         ).to(device)
         self.q_target = target_copy(self.q)
         self.targets = TargetPairs(*pairs, (self.q_target, self.q))
@@ -263,5 +266,10 @@ class DQNAgent(RecurrentQ, OffPolicyAgent):
         return self.head(head, self.bootstrap_features(encoder, core, nxt, after, last))
 
     def head(self, q: nn.Module, out: Tensor) -> Tensor:
-        """Q-values of the core's outputs [..., H] (the head reads them as FEATURES)."""
-        return q(unchecked_tensordict({FEATURES: out}, out.shape[:-1], out.device))
+        """Q-values [L, B, A] of the core's outputs [L, B, H] (the head reads them as
+        FEATURES; with N runs sequences first: RecurrentQ.per_step)."""
+
+        def values(x: Tensor) -> Tensor:
+            return q(unchecked_tensordict({FEATURES: x}, x.shape[:-1], x.device))
+
+        return self.per_step(values, out)

@@ -273,7 +273,7 @@ class PPOAgent(OnPolicyAgent):
         hidden = list(cfg.hidden)
         recurrent = cfg.get("recurrent")
         if recurrent:  # one state per robot on a multi-robot env; N runs' cores stacked
-            self.refuse_recurrent(recurrent, robots=True, seeds=True)
+            self.refuse_recurrent(recurrent, robots=True)
         if critic == "central" and cfg.get("critic_recurrent"):
             raise ConfigError(
                 "agent.critic=central reads the group's observations, not a recurrent "

@@ -116,7 +116,7 @@ class PQNAgent(OnPolicyAgent):
         self.encoder = self.core = None
         recurrent = cfg.get("recurrent")
         if recurrent:  # N runs' encoders and cores stacked
-            self.refuse_recurrent(recurrent, seeds=True)
+            self.refuse_recurrent(recurrent)
             encoder = self.runs.build(lambda: make_encoder(info, cfg.get("encoder")))
             self.encoder = encoder.to(device)
             self.core = self.runs.build(lambda: RecurrentCore.for_agent(cfg, encoder, info))

@@ -47,14 +47,24 @@ class RecurrentQ:
                 f"agent.sequence_length = {self.burn_in + self.sequence_length}: lower it"
             )
         self.eta = float(cfg.priority_eta)
-        self.encoder = make_encoder(info, cfg.get("encoder")).to(info.device)
-        self.core = RecurrentCore.for_agent(cfg, self.encoder, info)
+        runs = self.runs  # N runs: each run's encoder and core built from its seed, stacked
+        encoder = runs.build(lambda: make_encoder(info, cfg.get("encoder"))).to(info.device)
+        self.encoder = encoder
+        self.core = runs.build(lambda: RecurrentCore.for_agent(cfg, encoder, info))
         self.encoder_target, self.core_target = target_copy(self.encoder), target_copy(self.core)
         return [(self.encoder_target, self.encoder), (self.core_target, self.core)]
 
     def refuse_recurrent(self, recurrent: str, eager_update: bool = True) -> None:
-        """The base refusals; the sequence update runs eagerly."""
+        """The base refusals; the sequence update runs eagerly; N runs stack."""
         super().refuse_recurrent(recurrent, eager_update=True)
+
+    def per_step(self, fn, *xs: Tensor) -> Tensor:
+        """fn over time-major tensors [L, B, ...] -> [L, B, ...]. With N runs the
+        stacked heads find each run's rows in the leading dims, so fn sees them
+        sequences first, [B, L, ...], and its output turns back."""
+        if not self.runs.many:
+            return fn(*xs)
+        return fn(*(x.transpose(0, 1) for x in xs)).transpose(0, 1)
 
     @property
     def recurrent(self) -> bool:
@@ -114,5 +124,8 @@ class RecurrentQ:
         summed step, from the state after that step (`after` [W - burn_in, B, S], `last`
         [L, B] its index there)."""
         state = after.gather(0, last.unsqueeze(-1).expand(*last.shape, after.shape[-1]))
+        if self.runs.many:  # the stacked core steps rows run-major: sequences first
+            out, _ = core.step(encoder(nxt), state.transpose(0, 1))
+            return out.transpose(0, 1)
         out, _ = core.step(encoder(nxt).transpose(0, 1), state)
         return out

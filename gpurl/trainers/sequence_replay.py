@@ -43,6 +43,9 @@ A sample is a TensorDict [B] (B = trainer.batch_size sequences):
                                       episode's final one), the bootstrap's input
     weight               [B]          importance weights (1 when uniform)
     index                [B]          the priority slot, for update_priorities
+
+With N runs (core/runs.py, uniform sampling) each sample holds B / N sequences of each
+run's own streams, run-major.
 """
 
 from __future__ import annotations
@@ -53,9 +56,8 @@ from tensordict import TensorDict
 from gpurl.core.private import unchecked_tensordict
 from gpurl.core.progress import Progress
 from gpurl.core.returns import nstep_returns
-from gpurl.errors import ConfigError
 from gpurl.trainers.priority import importance_weights
-from gpurl.trainers.replay import DeviceReplay, nested
+from gpurl.trainers.replay import DeviceReplay, _per_sample, nested
 
 
 def aligned(low: int, high: int, stride: int) -> tuple[int, int]:
@@ -68,8 +70,6 @@ class SequenceReplay(DeviceReplay):
     """DeviceReplay whose samples are sequences of one stream (module docstring)."""
 
     def __init__(self, spec, info, obs_keys, capacity, batch_size, device, runs=1, gamma=None):
-        if runs > 1:
-            raise ConfigError("sequence replay trains one seed per process: drop trainer.num_seeds")
         self.seq = spec.sequence
         self.window = self.seq.window(spec.n_step)
         super().__init__(spec, info, obs_keys, capacity, batch_size, device, runs, gamma)
@@ -133,9 +133,12 @@ class SequenceReplay(DeviceReplay):
             raise RuntimeError("sample() before the replay holds a whole sequence")
         n, S, stride = self.batch_size, self.streams, self.seq.stride
         if self.sampler is None:  # uniform over the drawable (start, stream) pairs
-            i = torch.randint(count * S, (n,), device=self.device)
-            start = (first + (i // S) * stride) % self.rows
-            stream = i % S
+            R = self.runs  # N runs: n / N of run k's own streams [k S / N, (k + 1) S / N)
+            per = S // R
+            i = torch.randint(count * per, (R, n // R) if R > 1 else (n,), device=self.device)
+            start = ((first + (i // per) * stride) % self.rows).reshape(-1)
+            own = torch.arange(R, device=self.device).unsqueeze(1) * per if R > 1 else 0
+            stream = (i % per + own).reshape(-1)
             index = (start // stride) * S + stream
             weight = torch.ones(n, device=self.device)
         else:
@@ -162,7 +165,7 @@ class SequenceReplay(DeviceReplay):
             (self.cursor - 1) % self.rows,
             self.rows,
             self.spec.n_step,
-            self.gamma,
+            self.gamma if self.runs == 1 else _per_sample(self.gamma, n // self.runs * L),
         )
         last = last.view(n, L)
         entries = {k[1:]: self._restore(k[1:], d[k][rows, column]) for k in d if k[0] == "obs"}
