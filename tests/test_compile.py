@@ -24,6 +24,13 @@ from tools.common import training_batch
 
 from .conftest import iterate_without_syncs, requires_cuda
 
+SEQUENCES = [
+    "agent.recurrent=lstm",
+    "agent.recurrent_hidden=16",
+    "agent.sequence_length=4",
+    "agent.burn_in=2",
+    "agent.sequence_overlap=2",
+]
 AGENTS = {
     "dqn": ["env=cartpole", "agent=dqn"],
     "iqn": ["env=cartpole", "agent=iqn"],
@@ -43,6 +50,9 @@ AGENTS = {
         "agent.shared_encoder=true",
     ],
     "pqn_pixels": ["experiment=pixels_pqn"],
+    # R2D2's sequence update (the draw stays eager), DQN's and IQN's heads
+    "dqn_lstm": ["env=cartpole", "agent=dqn", *SEQUENCES, "agent.prioritized=true"],
+    "iqn_gru": ["env=cartpole", "agent=iqn", *SEQUENCES, "agent.recurrent=gru"],
 }
 FAST: tuple[str, ...] = ()  # compiling takes ~10 s a graph on 2 cores: all slow
 
@@ -175,7 +185,9 @@ def test_compile_bad_input_is_one_line():
 
 
 @requires_cuda
-@pytest.mark.parametrize("name", ["dqn", "td3", "sac", "ppo", "pqn", "ppo_pixels", "pqn_pixels"])
+@pytest.mark.parametrize(
+    "name", ["dqn", "td3", "sac", "ppo", "pqn", "ppo_pixels", "pqn_pixels", "dqn_lstm"]
+)
 def test_cudagraph_update_matches_eager_on_cuda(tmp_path, name):
     eager = trainer(tmp_path / "eager", AGENTS[name], device="cuda")
     # the pixel env has no pure lean core to compile: graph the agent, not the env

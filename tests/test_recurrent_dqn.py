@@ -16,6 +16,7 @@ from gpurl.core.replay import sequence_priority
 from gpurl.errors import ConfigError
 from gpurl.policies.recurrent import RECURRENT_STATE
 from gpurl.train import build, load_config
+from gpurl.trainers.compile import InductorPolicy
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.replay import DeviceReplay
 from gpurl.trainers.sequence_replay import SequenceReplay, aligned
@@ -68,11 +69,16 @@ def online(agent):
 
 
 # -- the sample ------------------------------------------------------------------------------
-def test_a_sequence_starts_from_the_state_the_rollout_stored_there(tmp_path):
+@pytest.mark.parametrize(
+    "acting", ["eager", pytest.param("compile.policy=true", marks=pytest.mark.slow)]
+)
+def test_a_sequence_starts_from_the_state_the_rollout_stored_there(tmp_path, acting):
     """The state a sample starts from is the collector's RECURRENT_STATE at its start row,
-    and that is the core run from zeros over the stream's episode up to that row."""
+    and that is the core run from zeros over the stream's episode up to that row, with
+    the acting eager or traced through Inductor (compile.policy)."""
     torch.manual_seed(0)
-    trainer = small(tmp_path)
+    trainer = small(tmp_path, *([] if acting == "eager" else [acting]))
+    assert isinstance(trainer.acting, InductorPolicy) == (acting != "eager")
     stored = []
     for _ in range(20):  # 40 rows of random CartPole: episodes end inside them
         rollout = trainer.collector.rollout()
@@ -330,13 +336,11 @@ def test_recurrent_null_leaves_the_agent_exactly_as_it_was(tmp_path, monkeypatch
 @pytest.mark.parametrize(
     "overrides, env, message",
     [
-        (["compile.update=true"], "cartpole", "compile.update=false"),
-        (["compile.policy=true"], "cartpole", "compile.policy=false"),
         (["env.max_episode_steps=20"], "marinenav", "single-agent envs"),
         (["env.collector=torchrl"], "gym", "lean collector"),
         (["agent.sequence_overlap=6"], "cartpole", "sequence_overlap=6 must be below"),
     ],
-    ids=["compile_update", "compile_policy", "multi_robot", "torchrl", "overlap"],
+    ids=["multi_robot", "torchrl", "overlap"],
 )
 def test_what_recurrent_dqn_refuses_in_one_line(tmp_path, overrides, env, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -344,12 +348,16 @@ def test_what_recurrent_dqn_refuses_in_one_line(tmp_path, overrides, env, messag
     assert "\n" not in str(err.value)
 
 
-def test_cuda_graphs_are_refused_in_one_line(tmp_path):
+def test_the_sequence_update_takes_compile_and_cuda_graphs(tmp_path):
+    # compile.update compiles learn_sequences (tests/test_compile.py matches it against
+    # the eager update); under compile.cudagraphs it is captured (the CUDA test there)
+    # and the replay's draw stays eager: the sequence replay does not fuse
     trainer = small(tmp_path)
     cfg = load_config(["env=cartpole", "agent=dqn", "agent.recurrent=gru"]).agent
-    with pytest.raises(ConfigError, match="compile.cudagraphs=false") as err:
-        DQNAgent(cfg, trainer.info, trainer.progress, compile=CompileSpec(cudagraphs=True))
-    assert "\n" not in str(err.value)
+    agent = DQNAgent(cfg, trainer.info, trainer.progress)
+    agent.compile = CompileSpec(update=True, cudagraphs=True, policy=True)
+    agent.refuse_recurrent("gru")  # none of them refused
+    assert not agent.fuses_draw and not trainer.buffer.fusable
 
 
 def test_a_dqn_subclass_with_its_own_loss_refuses_to_go_recurrent(tmp_path):

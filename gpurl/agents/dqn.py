@@ -154,9 +154,9 @@ class DQNAgent(RecurrentQ, OffPolicyAgent):
         self.q_target = target_copy(self.q)
         self.targets = TargetPairs(*pairs, (self.q_target, self.q))
 
-    def refuse_recurrent(self, recurrent: str, eager_update: bool = True) -> None:
-        """The base refusals (the sequence update runs eagerly), and a subclass that
-        changes DQN's loss on transitions only."""
+    def refuse_recurrent(self, recurrent: str, eager_update: bool = False) -> None:
+        """The base refusals, and a subclass that changes DQN's loss on transitions
+        only."""
         super().refuse_recurrent(recurrent)
         fix = f"drop agent.recurrent={recurrent}"
         agent = type(self)
