@@ -15,6 +15,8 @@ from .conftest import (
     small_trainer,
 )
 
+# a recurrent Q-learner's sequence windows on CartPole
+WINDOWS = ["env=cartpole", "agent.sequence_length=4", "agent.burn_in=2", "agent.sequence_overlap=2"]
 CASES = {
     "dqn": ["env=cartpole", "agent=dqn"],
     # running observation statistics, moved on once per collected batch
@@ -55,47 +57,30 @@ CASES = {
     # recurrent DQN (R2D2): sequence replay, the hidden state acted, stored and unrolled
     # (windows of 2 burn-in + 4 trained + 2 look-ahead rows: whole after the warm-up)
     "dqn_lstm_prioritized_nstep": [
-        "env=cartpole",
         "agent=dqn",
         "agent.recurrent=lstm",
-        "agent.sequence_length=4",
-        "agent.burn_in=2",
-        "agent.sequence_overlap=2",
+        *WINDOWS,
         "agent.n_step=3",
         "agent.prioritized=true",
     ],
     "dqn_gru_hard_target": [
-        "env=cartpole",
         "agent=dqn",
         "agent.recurrent=gru",
-        "agent.sequence_length=4",
-        "agent.burn_in=2",
-        "agent.sequence_overlap=2",
+        *WINDOWS,
         "agent.target_update=hard",
         "agent.target_update_interval=3",
     ],
     # recurrent IQN: the same sequence replay under the quantile head
     "iqn_gru_prioritized_nstep": [
-        "env=cartpole",
         "agent=iqn",
         "agent.recurrent=gru",
-        "agent.sequence_length=4",
-        "agent.burn_in=2",
-        "agent.sequence_overlap=2",
+        *WINDOWS,
         "agent.n_step=3",
         "agent.prioritized=true",
     ],
     # many seeds in one process (core/runs.py): stacked networks, per-run sampling
     "dqn_3_seeds": ["env=cartpole", "agent=dqn", "trainer.num_seeds=3"],
-    "dqn_lstm_2_seeds": [
-        "env=cartpole",
-        "agent=dqn",
-        "agent.recurrent=lstm",
-        "agent.sequence_length=4",
-        "agent.burn_in=2",
-        "agent.sequence_overlap=2",
-        "trainer.num_seeds=2",
-    ],
+    "dqn_lstm_2_seeds": ["agent=dqn", "agent.recurrent=lstm", *WINDOWS, "trainer.num_seeds=2"],
     "sac_3_seeds_per_seed_lr": [
         "env=pendulum",
         "agent=sac",
