@@ -128,10 +128,10 @@ fi
 if [[ $what == headline3 ]]; then
   # what the 2026-11-28 lease's steps ran out of time for, and recurrent PPO's update
   # under CUDA graphs (new since), most lacking first; the timeouts sum to 9 min
-  # 1. the CUDA tests of what is new: the recurrent update captured, the replay's draw
-  # inside the captured update, training without syncs
+  # 1. the CUDA tests of what is new: the recurrent updates captured (PPO's, recurrent
+  # DQN's), the replay's draw inside the captured update, training without syncs
   timeout "$(left 60)" python3 -m pytest -q -p no:cacheprovider -p no:logging -n 4 \
-    -k "recurrent_ppo_update_under_cudagraphs or never_syncs or pure or draws_its_own or cuda_phases" \
+    -k "recurrent_ppo_update_under_cudagraphs or never_syncs or pure or draws_its_own or cuda_phases or dqn_lstm" \
     tests/test_compile.py tests/envs/test_marinenav_env.py tests/tools/test_packing_tools.py 2>&1 \
     | tee "$OUT/tests_cuda.log" | tail -15
   # 2. MarineNav IQN at 1,024 envs with the replay's draw inside the captured update
