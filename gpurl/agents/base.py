@@ -190,28 +190,26 @@ class Agent:
                 "per run: drop trainer.num_seeds, or agent.encoder.normalize"
             )
 
+    def time_major(self, fn, *xs):
+        """fn over time-major inputs [T, B, ...] (tensors or TensorDicts) -> [T, B, ...].
+        With N runs fn sees them transposed, [B, T, ...], and its output turns back:
+        stacked networks find each run's rows in the leading dims (core/runs.py)."""
+        if not self.runs.many:
+            return fn(*xs)
+        return fn(*(x.transpose(0, 1) for x in xs)).transpose(0, 1)
+
     #: acts through a recurrent core and learns from sequences: pieces of the rollout
     #: [L, n] on-policy (trainers/on_policy.py), replayed ones off-policy
     #: (trainers/sequence_replay.py)
     recurrent: bool = False
 
-    def refuse_recurrent(
-        self, recurrent: str, eager_update: bool = False, robots: bool = False
-    ) -> None:
-        """What agent.recurrent does not run with yet, each refused in one line: where
-        the sequence update runs eagerly only (`eager_update`), compile.update,
-        compile.cudagraphs and compile.policy; multi-robot envs unless the agent keeps a
-        state per robot (`robots`). Otherwise compile.policy traces the acting with its
-        hidden state and compile.cudagraphs captures the update (the acting is not
-        captured: trainers/compile.py). Many seeds in one process stack the runs' cores
-        (policies/recurrent.RunRecurrentCore)."""
+    def refuse_recurrent(self, recurrent: str, robots: bool = False) -> None:
+        """What agent.recurrent does not run with, refused in one line: multi-robot envs
+        unless the agent keeps a state per robot (`robots`). compile.policy traces the
+        acting with its hidden state, compile.update and compile.cudagraphs take the
+        update (the acting is not captured: trainers/compile.py), and many seeds in one
+        process stack the runs' cores (policies/recurrent.RunRecurrentCore)."""
         fix = f"drop agent.recurrent={recurrent}"
-        if eager_update and (self.compile.update or self.compile.cudagraphs or self.compile.policy):
-            raise ConfigError(
-                f"agent.recurrent={recurrent} runs its sequences and hidden state eagerly: "
-                f"set compile.update=false, compile.cudagraphs=false and "
-                f"compile.policy=false, or {fix}"
-            )
         if self.info.multi_agent and not robots:
             raise ConfigError(
                 f"agent.recurrent={recurrent} runs on single-agent envs with this agent "
@@ -465,11 +463,8 @@ class OnPolicyAgent(Agent):
         return self.time_major_value(rollout.get("next"))
 
     def time_major_value(self, obs: TensorDict) -> Tensor:
-        """value(obs) of a time-major obs [T, N x E]: with N runs, computed on its
-        run-major transpose [N x E, T] (stacked networks split rows run-major)."""
-        if not self.runs.many:
-            return self.value(obs)
-        return self.value(obs.transpose(0, 1)).transpose(0, 1)
+        """value(obs) of a time-major obs [T, N x E]."""
+        return self.time_major(self.value, obs)
 
     def target_buffers(self, like: Tensor, *names: str) -> TensorDict:
         """The TensorDict [T, N] compute_targets fills: `names`, each shaped like `like`,

@@ -154,7 +154,7 @@ class DQNAgent(RecurrentQ, OffPolicyAgent):
         self.q_target = target_copy(self.q)
         self.targets = TargetPairs(*pairs, (self.q_target, self.q))
 
-    def refuse_recurrent(self, recurrent: str, eager_update: bool = False) -> None:
+    def refuse_recurrent(self, recurrent: str, robots: bool = False) -> None:
         """The base refusals, and a subclass that changes DQN's loss on transitions
         only."""
         super().refuse_recurrent(recurrent)
@@ -267,9 +267,9 @@ class DQNAgent(RecurrentQ, OffPolicyAgent):
 
     def head(self, q: nn.Module, out: Tensor) -> Tensor:
         """Q-values [L, B, A] of the core's outputs [L, B, H] (the head reads them as
-        FEATURES; with N runs sequences first: RecurrentQ.per_step)."""
+        FEATURES; with N runs sequences first: Agent.time_major)."""
 
         def values(x: Tensor) -> Tensor:
             return q(unchecked_tensordict({FEATURES: x}, x.shape[:-1], x.device))
 
-        return self.per_step(values, out)
+        return self.time_major(values, out)

@@ -261,13 +261,13 @@ class IQNAgent(RecurrentQ, OffPolicyAgent):
             _, target_after = self.unroll_window(*target_core, batch, start, done)
             feature_next = self.bootstrap_features(*target_core, nxt, target_after, last)
             taus_next = torch.rand((*feature_next.shape[:-1], n_next), device=out.device)
-            z_next = self.per_step(self.z_target.quantiles, feature_next, taus_next)
+            z_next = self.time_major(self.z_target.quantiles, feature_next, taus_next)
             mask = nxt.get(self.mask_key).transpose(0, 1) if self.mask_key else None
             reward, discount = batch["reward"].transpose(0, 1), batch["discount"].transpose(0, 1)
             target = iqn_target(z_next, reward, discount, mask)  # [L, B, N']
         feature = out[:L]
         taus = torch.rand((*feature.shape[:-1], n), device=out.device)
-        z = self.per_step(self.z.quantiles, feature, taus)  # [L, B, N, A]
+        z = self.time_major(self.z.quantiles, feature, taus)  # [L, B, N, A]
         action = batch["action"].transpose(0, 1).long()[..., None, None]
         z_taken = z.gather(-1, action.expand(*z.shape[:-1], 1)).squeeze(-1)  # [L, B, N]
         elementwise = quantile_huber_loss(z_taken, target, taus, float(cfg.kappa))  # [L, B]

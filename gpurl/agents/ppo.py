@@ -403,10 +403,9 @@ class PPOAgent(OnPolicyAgent):
     def next_values(self, rollout: TensorDict) -> Tensor:
         if self.core is None:
             return super().next_values(rollout)
-        if self.runs.many:  # stacked networks read rows run-major: [N x E, T] and back
-            nxt = next_features(self.encoder, self.core, rollout.transpose(0, 1))
-            return self.critic(nxt).transpose(0, 1)
-        return self.critic(next_features(self.encoder, self.core, rollout))
+        return self.time_major(
+            lambda r: self.critic(next_features(self.encoder, self.core, r)), rollout
+        )
 
     @torch.no_grad()
     def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:
@@ -416,18 +415,15 @@ class PPOAgent(OnPolicyAgent):
         if self.reward_scale is not None:
             reward = self.reward_scale(reward, done)
         value = rollout.get(VALUE)
-        valid = None
-        if self.core is not None:  # the sequences' resets ride with the targets
-            names = ("advantage", "value_target", "done")
-            out = self.target_buffers(value, *names, *(("valid",) if self.valid_key else ()))
+        # the minibatches carry the sequences' resets (a recurrent core) and the running
+        # mask as a 0/1 weight (a multi-robot env's) beside the targets
+        names = ("done",) if self.core is not None else ()
+        names += ("valid",) if self.valid_key is not None else ()
+        out = self.target_buffers(value, "advantage", "value_target", *names)
+        if self.core is not None:
             out.get("done").copy_(self.core_resets(rollout, done))
-            if self.valid_key is not None:
-                valid = rollout.get(self.valid_key).reshape(value.shape)
-                out.get("valid").copy_(valid)
-        elif self.valid_key is None:
-            out = self.target_buffers(value, "advantage", "value_target")
-        else:  # the minibatches carry the mask as a 0/1 weight beside the targets
-            out = self.target_buffers(value, "advantage", "value_target", "valid")
+        valid = None
+        if self.valid_key is not None:
             valid = rollout.get(self.valid_key).reshape(value.shape)
             out.get("valid").copy_(valid)
         advantage, value_target = out.get("advantage"), out.get("value_target")

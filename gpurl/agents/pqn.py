@@ -178,11 +178,12 @@ class PQNAgent(OnPolicyAgent):
     def next_values(self, rollout: TensorDict) -> Tensor:
         if self.core is None:
             return super().next_values(rollout)
-        if self.runs.many:  # stacked networks read rows run-major: [N x E, T] and back
-            nxt = next_features(self.encoder, self.core, rollout.transpose(0, 1))
-            return self.max_q(nxt, self.q(nxt)).transpose(0, 1)
-        nxt = next_features(self.encoder, self.core, rollout)
-        return self.max_q(nxt, self.q(nxt))
+
+        def max_q_next(r: TensorDict) -> Tensor:
+            nxt = next_features(self.encoder, self.core, r)
+            return self.max_q(nxt, self.q(nxt))
+
+        return self.time_major(max_q_next, rollout)
 
     @torch.no_grad()
     def compute_targets(self, rollout: TensorDict, last_obs) -> TensorDict:

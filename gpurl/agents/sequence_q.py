@@ -54,20 +54,6 @@ class RecurrentQ:
         self.encoder_target, self.core_target = target_copy(self.encoder), target_copy(self.core)
         return [(self.encoder_target, self.encoder), (self.core_target, self.core)]
 
-    def refuse_recurrent(self, recurrent: str, eager_update: bool = False) -> None:
-        """The base refusals. The sequence update (learn_sequences) is tensors in and
-        out, so compile.update and compile.cudagraphs take it; the sequences are drawn
-        eagerly (the replay's draw does not fuse into it)."""
-        super().refuse_recurrent(recurrent)
-
-    def per_step(self, fn, *xs: Tensor) -> Tensor:
-        """fn over time-major tensors [L, B, ...] -> [L, B, ...]. With N runs the
-        stacked heads find each run's rows in the leading dims, so fn sees them
-        sequences first, [B, L, ...], and its output turns back."""
-        if not self.runs.many:
-            return fn(*xs)
-        return fn(*(x.transpose(0, 1) for x in xs)).transpose(0, 1)
-
     @property
     def recurrent(self) -> bool:
         return self.core is not None
