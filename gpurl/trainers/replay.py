@@ -275,7 +275,7 @@ class DeviceReplay:
             newest,
             self.rows,
             spec.n_step,
-            self.gamma if self.runs == 1 else _per_sample(self.gamma, n // self.runs),
+            self.gamma if self.runs == 1 else per_run_discount(self.gamma, n // self.runs),
         )
         valid = d["valid"][row, stream].float() if "valid" in d else torch.ones_like(ret)
         if self.runs > 1 and "valid" in d:
@@ -336,7 +336,7 @@ class DeviceReplay:
             self.max_priority = state["max_priority"].to(self.device)
 
 
-def _per_sample(gamma, rows_per_run: int):
+def per_run_discount(gamma, rows_per_run: int):
     """A per-run discount [N] spread over a sample's run-major rows; a float as is."""
     if isinstance(gamma, torch.Tensor):
         return gamma.repeat_interleave(rows_per_run)

@@ -57,7 +57,7 @@ from gpurl.core.private import unchecked_tensordict
 from gpurl.core.progress import Progress
 from gpurl.core.returns import nstep_returns
 from gpurl.trainers.priority import importance_weights
-from gpurl.trainers.replay import DeviceReplay, _per_sample, nested
+from gpurl.trainers.replay import DeviceReplay, nested, per_run_discount
 
 
 def aligned(low: int, high: int, stride: int) -> tuple[int, int]:
@@ -165,7 +165,7 @@ class SequenceReplay(DeviceReplay):
             (self.cursor - 1) % self.rows,
             self.rows,
             self.spec.n_step,
-            self.gamma if self.runs == 1 else _per_sample(self.gamma, n // self.runs * L),
+            self.gamma if self.runs == 1 else per_run_discount(self.gamma, n // self.runs * L),
         )
         last = last.view(n, L)
         entries = {k[1:]: self._restore(k[1:], d[k][rows, column]) for k in d if k[0] == "obs"}
