@@ -527,42 +527,6 @@ def test_a_batch_of_sequences_from_the_trainer_loop(tmp_path):
             assert sorted(map(tuple, dealt.tolist())) == sorted(map(tuple, starts.tolist()))
 
 
-# -- a finished run ----------------------------------------------------------------------
-def test_a_recurrent_run_loads_at_any_batch_and_refuses_export(tmp_path):
-    """The acting state stays out of the module checkpoints: the policy loads with one
-    env (the run trained with 4) and acts greedily from its own state; export, which
-    traces stateless programs, says so in one line."""
-    from gpurl.trained import TrainedPolicy, export
-
-    from .conftest import train_run_dir
-
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    train_run_dir(
-        run_dir,
-        [
-            "env=cartpole",
-            "agent=ppo",
-            "agent.recurrent=gru",
-            "agent.recurrent_hidden=8",
-            "agent.hidden=[16]",
-            "env.num_envs=4",
-            "env.eval_envs=2",
-            "trainer.rollout_steps=8",
-            "trainer.total_frames=64",
-            "trainer.eval_interval=64",
-            "logger=none",
-            "trainer.progress=false",
-        ],
-    )
-    policy = TrainedPolicy(run_dir)
-    assert policy(torch.randn(5, 4)).shape == (5,)
-    assert policy.policy.core.eval_state.shape == (5, 8)
-    with pytest.raises(ConfigError, match="is recurrent") as err:
-        export(policy, tmp_path / "policy.pt2", observations=8)
-    assert "\n" not in str(err.value) and not (tmp_path / "policy.pt2").exists()
-
-
 def test_foreign_envs_run_through_the_lean_collector_and_torchrl_s_is_refused(tmp_path):
     """The hidden state resets through the lean collector's episode_end: a Gymnasium env
     through the lean adapter trains and evaluates; TorchRL's collector is refused."""

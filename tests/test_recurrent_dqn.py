@@ -381,42 +381,6 @@ def test_a_dqn_subclass_with_its_own_loss_refuses_to_go_recurrent(tmp_path):
 # (test_agents_without_a_recurrent_core_have_no_such_key)
 
 
-def test_a_recurrent_dqn_run_refuses_export(tmp_path):
-    from gpurl.trained import TrainedPolicy, export
-
-    from .conftest import train_run_dir
-
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    train_run_dir(
-        run_dir,
-        [
-            "env=cartpole",
-            "agent=dqn",
-            "agent.recurrent=gru",
-            "agent.recurrent_hidden=8",
-            "agent.hidden=[16]",
-            "agent.sequence_length=4",
-            "agent.burn_in=2",
-            "agent.sequence_overlap=2",
-            "env.num_envs=4",
-            "env.eval_envs=2",
-            "trainer.frames_per_batch=8",
-            "trainer.init_random_frames=32",
-            "trainer.batch_size=8",
-            "trainer.total_frames=64",
-            "trainer.eval_interval=64",
-            "logger=none",
-            "trainer.progress=false",
-        ],
-    )
-    policy = TrainedPolicy(run_dir)
-    assert policy(torch.randn(5, 4)).shape == (5,)  # greedy, at any batch
-    with pytest.raises(ConfigError, match="is recurrent") as err:
-        export(policy, tmp_path / "policy.pt2", observations=8)
-    assert "\n" not in str(err.value)
-
-
 def test_the_replay_holds_the_acting_states_beside_the_transitions(tmp_path):
     trainer = small(tmp_path)
     assert isinstance(trainer.buffer, SequenceReplay)

@@ -201,10 +201,8 @@ class RecurrentCore(nn.Module):
         running: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(output, the state this step began with) for features x [*batch, F], moving
-        the training state (training) or the evaluation state on by one step. The state
-        restarts from zeros where `is_init` [*env batch, 1] marks an episode's first step
-        and, on a multi-robot env, where `running` [*env batch, R] marks a slot whose
-        robot has stopped (or holds none): a stopped robot carries no memory."""
+        the training state (training) or the evaluation state on by one step, restarted
+        where `is_init` or `running` say (`restart`)."""
         if training:
             state = self.state
             if state.shape[:-1] != x.shape[:-1]:
@@ -215,14 +213,20 @@ class RecurrentCore(nn.Module):
                 )
         else:
             state = self.evaluation_state(x)
-        if is_init is not None:
-            state.mul_(~per_stream(is_init, state))
-        if running is not None:
-            state.mul_(per_stream(running, state))
-        began = state.clone()
-        out, new = self.step(x, state)
+        began = self.restart(state, is_init, running)
+        out, new = self.step(x, began)
         state.copy_(new)
         return out, began
+
+    def restart(
+        self, state: Tensor, is_init: Tensor | None = None, running: Tensor | None = None
+    ) -> Tensor:
+        """A copy of `state` restarted from zeros where `is_init` [*env batch, 1] marks an
+        episode's first step and, on a multi-robot env, where `running` [*env batch, R]
+        marks a slot whose robot has stopped (or holds none): a stopped robot carries no
+        memory. What a step from `state` begins with."""
+        began = state.clone() if is_init is None else state * ~per_stream(is_init, state)
+        return began if running is None else began * per_stream(running, began)
 
     def evaluation_state(self, x: Tensor) -> Tensor:
         """The greedy calls' state for x's batch, zeros when first seen at this size."""

@@ -195,6 +195,19 @@ class PolicyWrapper(ActingPolicy):
             td.set(VALUE, scores.max(-1).values)
         return td
 
+    @torch.no_grad()
+    def greedy_step(self, td: TensorDictBase, state: torch.Tensor):
+        """(the greedy action for `td`, the recurrent state after it) from `state`
+        [*batch, S], restarted where td's "is_init" marks an episode's first step: a
+        step that reads and writes no state of the policy's own (what export traces)."""
+        mask = td.get(self.mask_key) if self.mask_key else None
+        obs = with_features(self.encoder, td)
+        running = td.get(self.running_key) if self.running_key is not None else None
+        began = self.core.restart(state, td.get(IS_INIT, None), running)
+        out, state = self.core.step(obs.get(FEATURES), began)
+        action = self._act(obs.set(FEATURES, out), mask, explore=False)[0]
+        return (action if self.discrete else self.scale(action.clamp(-1.0, 1.0))), state
+
     def _act(self, td, mask, explore):
         """(action, log-prob or None, the masked Q-values or logits or None)."""
         kind = self.kind
