@@ -416,15 +416,27 @@ def with_headline(readme: str, block: str) -> str:
 
 
 def plots(catalog: dict):
-    """(PNG path, [(label, records, metric)]) for every table that shows a curve."""
+    """(PNG path, [(label, records, metric, published)]) for every table that shows a
+    curve; `published`: [(impl, figure, steps)] of the table's published figures for the
+    row's task, drawn as lines."""
     cache: dict = {}
     for page in catalog["pages"]:
         for section in page["sections"]:
             for table in section.get("tables", []):
                 if table.get("plot"):
                     metric = table.get("metric", "return")
+                    published = published_figures(table.get("published"))
                     rows = [
-                        (r["label"], run_records(r["records"], cache), metric)
+                        (
+                            r["label"],
+                            run_records(r["records"], cache),
+                            metric,
+                            [
+                                (impl, e["figures"][r["task"]], e.get("steps"))
+                                for impl, e in published.items()
+                                if r.get("task") in (e.get("figures") or {})
+                            ],
+                        )
                         for r in table["runs"]
                     ]
                     yield (
@@ -440,11 +452,14 @@ def draw(out: Path, rows) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(rows), figsize=(4.2 * len(rows), 3.2), squeeze=False)
-    for ax, (label, records, metric) in zip(axes[0], rows, strict=True):
+    for ax, (label, records, metric, published) in zip(axes[0], rows, strict=True):
         for r in records:
             curve = np.array(history(r, metric))
             if len(curve):
                 ax.plot(curve[:, 0], curve[:, 1], lw=1, label=f"seed {r.get('seed')}")
+        for (impl, figure, steps), style in zip(published, ("--", ":", "-."), strict=False):
+            at = f" at {steps / 1e6:g}M" if steps else ""
+            ax.axhline(figure, color="k", ls=style, lw=1, label=f"{impl}{at}: {figure:g}")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("frames")
         ax.set_ylabel(f"greedy evaluation {metric}")
