@@ -146,7 +146,7 @@ class ToyCritic(torch.nn.Module):
         self.action = torch.nn.Sequential(torch.nn.Linear(2, 1))  # tells the action size
         self.spread = spread
 
-    def quantiles(self, feature, action, taus):
+    def quantiles(self, feature, action, taus, shared=False):
         a0, a1 = action[..., :1], action[..., 1:]
         return (a0 + a1 + self.spread * (taus - 0.5) * a0) * feature[..., :1]
 

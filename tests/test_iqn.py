@@ -106,8 +106,9 @@ class TwoActionQuantiles(QuantileNetwork):
         super().__init__(Feature(), 2, hidden=(), act_quantiles=4, eval_cvar=eval_cvar)
         self.seen = None
 
-    def quantiles(self, feature, taus):
-        self.seen = taus
+    def quantiles(self, feature, taus, shared=False):
+        assert shared  # acting: one set of fractions for every row (of its one run)
+        taus = self.seen = taus[0]
         z = torch.stack((torch.ones_like(taus), 4 * taus - 0.5), -1)
         return z.expand(*feature.shape[:-1], *z.shape)
 

@@ -93,7 +93,24 @@ UPDATE_CASES = {
     # convolutions (RunConv2d): MinAtar's one layer, and the pixel envs' CNN
     "pqn_minatar": ("pqn", "minatar", "on", ["agent.encoder.cnn=minatar"]),
     "dqn_pixels": ("dqn", "pixels", "off", ["agent.encoder.cnn=nature"]),
+    # the quantile embedding (RunQuantileEmbedding); the fractions are fixed (below)
+    "iqn_per_seed_lr": ("iqn", "cartpole", "off", ["agent.target_update=polyak"], {"lr": LRS}),
+    "acqin_per_seed_lrs": (
+        "acqin",
+        "pendulum",
+        "off",
+        ["agent.target_update=polyak"],
+        {"actor_lr": LRS, "critic_lr": LRS},
+    ),
 }
+
+
+def row_fractions(*shape, device=None, **_):
+    """torch.rand's stand-in for the quantile agents' fractions: every row the same
+    evenly spaced values, so a stacked draw of N x B rows and N draws of B agree."""
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+    n = shape[-1]
+    return ((torch.arange(n, device=device) + 0.5) / n).expand(*shape).clone()
 
 
 @pytest.mark.parametrize("case", UPDATE_CASES)
@@ -104,12 +121,45 @@ def test_stacked_update_equals_separate_updates(case, monkeypatch):
     monkeypatch.setattr(torch, "randn_like", torch.zeros_like)
     torch.manual_seed(0)
     stacked, singles, info = build_agents(agent, env, extra, *per_seed)
+    rand = torch.rand
     for _step in range(4):  # Adam's moments, TD3's delayed actor and a hard copy included
         batches = [random_batch(info, kind, B) for _ in range(N)]
+        if agent in ("iqn", "acqin"):  # their quantile fractions, drawn per row
+            monkeypatch.setattr(torch, "rand", row_fractions)
         stacked.update(torch.cat(batches), stacked.progress)
         stacked.progress.add_update()
         for single, batch in zip(singles, batches, strict=True):
             single.update(batch, single.progress)
+            single.progress.add_update()
+        monkeypatch.setattr(torch, "rand", rand)
+    for k, single in enumerate(singles):
+        for name, module in single.modules().items():
+            got = run_state(stacked.modules()[name], k, module)
+            for key, want in module.state_dict().items():
+                torch.testing.assert_close(
+                    got[key], want, atol=2e-5, rtol=1e-4, msg=f"{name}.{key}"
+                )
+
+
+def test_stacked_recurrent_iqn_update_equals_separate_updates(tmp_path, monkeypatch):
+    """Recurrent IQN's sequence update (the cores unrolled per run, the quantile head on
+    the core's outputs, time-major rows read run-major) with N runs stacked: run k's
+    weights move as run k's own agent's do on its B sequences (fractions fixed per row)."""
+    from tests.test_recurrent_dqn import fill, small
+
+    torch.manual_seed(0)
+    lone = small(tmp_path, agent="iqn")
+    fill(lone, 20)
+    samples = [lone.buffer.sample(lone.progress) for _ in range(N)]
+    extra = ["agent.recurrent=lstm", "agent.recurrent_hidden=8", "agent.sequence_length=4"]
+    extra += ["agent.burn_in=2", "agent.sequence_overlap=2", "agent.n_step=3"]
+    stacked, singles, _ = build_agents("iqn", "cartpole", [*extra, "agent.target_update=polyak"])
+    monkeypatch.setattr(torch, "rand", row_fractions)
+    for _step in range(3):
+        stacked.update(torch.cat(samples), stacked.progress)
+        stacked.progress.add_update()
+        for single, sample in zip(singles, samples, strict=True):
+            single.update(sample, single.progress)
             single.progress.add_update()
     for k, single in enumerate(singles):
         for name, module in single.modules().items():
@@ -241,6 +291,30 @@ def test_stacked_recurrent_core_is_each_runs_own(kind, parts):
         torch.testing.assert_close(new[r], own_new)
 
 
+def test_stacked_quantile_network_is_each_runs_own_with_shared_or_own_fractions():
+    """IQN's network stacked: with fractions shared by a run's rows (acting: one set a
+    call and run) each run's rows meet its own set and embedding; with a row's own
+    (learning) too."""
+    from gpurl.agents.iqn import QuantileNetwork
+    from gpurl.policies.networks import SpecEncoder
+
+    cfg = load_config(["env=cartpole"])
+    info = env_info(make_env(cfg.env, num_envs=2))
+    runs = Runs(N, 0)
+    stacked = runs.build(lambda: QuantileNetwork(SpecEncoder(info), 2, [16], cos_embed=8))
+    singles = [unstack_module(stacked, k) for k in range(N)]
+    feature = torch.randn(N * 5, 3, stacked.encoder.out_features)  # run-major rows
+    shared, own = torch.rand(N, 7), torch.rand(N * 5, 3, 7)
+    z_shared = stacked.quantiles(feature, shared, shared=True)
+    z_own = stacked.quantiles(feature, own)
+    assert z_shared.shape == z_own.shape == (N * 5, 3, 7, 2)
+    for k, single in enumerate(singles):
+        rows = slice(5 * k, 5 * (k + 1))
+        alone = single.quantiles(feature[rows], shared[k : k + 1], shared=True)
+        torch.testing.assert_close(z_shared[rows], alone)
+        torch.testing.assert_close(z_own[rows], single.quantiles(feature[rows], own[rows]))
+
+
 def test_stacked_convolution_is_each_runs_own():
     """RunConv2d: run k's images through run k's filters alone, forward and backward, with
     a stride and padding; unstacked, run k is run k's Conv2d again."""
@@ -339,6 +413,18 @@ INDEPENDENCE_CASES = {
         # some of run 1's actions (over the default 10k frames it moves epsilon by 0.7%)
         "agent.epsilon_frames=64",
     ],
+    # IQN's acting draws one set of fractions a call for every run: shared, not leaking
+    "iqn": [
+        "env=cartpole",
+        "agent=iqn",
+        "agent.target_update=polyak",  # the target moves within the run (hard: every 10k)
+        "env.num_envs=4",
+        "trainer.batch_size=16",
+        "trainer.init_random_frames=32",
+        "trainer.total_frames=160",
+        "trainer.eval_interval=80",
+        "agent.epsilon_frames=64",
+    ],
     "ppo": [
         "env=cartpole",
         "agent=ppo",
@@ -357,6 +443,7 @@ CHANGES = [
         "dqn", "epsilon_end", "[0.05,0.05,0.05]", "[0.05,0.5,0.05]", marks=pytest.mark.slow
     ),
     pytest.param("dqn", "gamma", "[0.99,0.99,0.99]", "[0.99,0.5,0.99]", marks=pytest.mark.slow),
+    pytest.param("iqn", "gamma", "[0.99,0.99,0.99]", "[0.99,0.5,0.99]", marks=pytest.mark.slow),
     ("ppo", "lr", "[1e-3,1e-3,1e-3]", "[1e-3,1e-2,1e-3]"),
     pytest.param("ppo", "entropy_coef", "[0.0,0.0,0.0]", "[0.0,0.5,0.0]", marks=pytest.mark.slow),
 ]
@@ -450,10 +537,6 @@ def test_each_run_leaves_the_files_of_a_run_of_its_own(tmp_path):
             "no agent.lr",
         ),
         (["trainer.num_seeds=2", "agent.prioritized=true"], "prioritized replay"),
-        (
-            ["env=memory", "agent=iqn", "agent.recurrent=gru", "trainer.num_seeds=2"],
-            "agent=iqn trains one seed per process",
-        ),
     ],
 )
 def test_many_seeds_refuses_what_it_cannot_do_in_one_line(tmp_path, overrides, message):
@@ -472,6 +555,8 @@ def test_many_seeds_refuses_what_it_cannot_do_in_one_line(tmp_path, overrides, m
         # a rate per run: RunAdam's per-run step, which runs eagerly inside a compiled
         # update on the CPU (core/runs.py says why)
         ("pqn", "cartpole", ["trainer.rollout_steps=8", "trainer.per_seed.lr=[1e-3,3e-3]"]),
+        # the stacked quantile embedding (its fractions drawn in the graph, fallback_random)
+        ("iqn", "cartpole", ["trainer.init_random_frames=32", "trainer.batch_size=16"]),
     ],
 )
 def test_compiled_stacked_update_matches_eager(tmp_path, agent, env, own):

@@ -121,6 +121,15 @@ def assert_weights_close(group, alone, k: int, atol: float):
             torch.testing.assert_close(have, want, atol=atol, rtol=0, msg=f"{name}.{key}")
 
 
+# many seeds take neither prioritized replay nor running observation statistics
+IQN = [
+    "agent.prioritized=false",
+    "agent.encoder.normalize=false",
+    "agent.hidden=[32]",
+    "trainer.init_random_frames=200",
+    "trainer.batch_size=16",
+    "trainer.utd=1.0",
+]
 # preset, extra overrides, iterations, tolerance of the transitions and weights. DQN's
 # updates start after 1,000 frames (iteration 125); SAC's actor acts from iteration 50,
 # and its actions' round-off, fed through the pendulum, reaches 2e-5 by iteration 80.
@@ -144,6 +153,10 @@ OFF_POLICY = {
         1e-5,  # the stored states: the stacked update (autograd over the per-run cell) and
         # the lone one (the written-out backward) round apart, 2.4e-6 by iteration 60
     ),
+    # IQN: each run's own set of acting fractions a call (the stacked quantile embedding;
+    # recurrent IQN's sequence update: tests/test_many_seeds.py, whose fractions are fixed,
+    # as its time-major draw [L, B, n] does not split by run here)
+    "iqn_cartpole": ("iqn_cartpole_masked_lstm", [*IQN, "agent.recurrent=null"], 60, 0.0),
     "sac_pendulum": (
         "sac_pendulum",
         ["agent.hidden=[32,32]", "env.num_envs=4", "trainer.init_random_frames=200"],

@@ -80,10 +80,12 @@ class QuantileCritic(nn.Module):
     def forward(self, obs: TensorDictBase, action: torch.Tensor, taus: torch.Tensor):
         return self.quantiles(self.encoder(obs), action, taus)
 
-    def quantiles(self, feature, action, taus) -> torch.Tensor:
-        """From the state feature [..., F]: Z_tau [..., N] (broadcasting, so a feature
-        [..., 1, F] against actions [..., C, d] and taus [N] scores C actions [..., C, N])."""
-        x = self.state(feature.unsqueeze(-2) * self.tau_embed(taus))  # [..., N, W]
+    def quantiles(self, feature, action, taus, shared: bool = False) -> torch.Tensor:
+        """From the state feature [..., F]: Z_tau [..., N] at each row's fractions taus
+        [..., N], or with `shared` at fractions every row shares, taus [N] (broadcasting,
+        so a feature [..., 1, F] against actions [..., C, d] scores C actions [..., C, N])."""
+        mix = self.tau_embed.mix_shared if shared else self.tau_embed.mix
+        x = self.state(mix(feature, taus))  # [..., N, W]
         return self.head(x * self.action(action).unsqueeze(-2)).squeeze(-1)
 
 
@@ -111,7 +113,7 @@ class CriticCheckedActor(nn.Module):
         device = next(self.actor.parameters()).device
         points = None
         if grid:
-            dim = self.critic.action[0].in_features
+            dim = self.critic.action[0].weight.shape[-1]  # the action's width (runs stacked too)
             axis = torch.linspace(-1.0, 1.0, grid, device=device)
             points = torch.cartesian_prod(*[axis] * dim).reshape(-1, dim)
         # Not persistent: settings from the config, not state to checkpoint.
@@ -125,7 +127,7 @@ class CriticCheckedActor(nn.Module):
         grid = self.grid.expand(*action.shape[:-1], *self.grid.shape)
         candidates = torch.cat([action.unsqueeze(-2), grid], -2)  # [..., 1 + G^d, d]
         feature = self.critic.encoder(obs).unsqueeze(-2)
-        score = self.critic.quantiles(feature, candidates, self.taus).mean(-1)  # [..., C]
+        score = self.critic.quantiles(feature, candidates, self.taus, shared=True).mean(-1)
         best = score.argmax(-1)[..., None, None].expand(*action.shape[:-1], 1, action.shape[-1])
         return candidates.gather(-2, best).squeeze(-2)
 
@@ -176,27 +178,36 @@ class ACIQNConfig(QuantileKeys, TargetNetworkKeys, EpsilonGreedyKeys, OffPolicyC
 class ACIQNAgent(OffPolicyAgent):
     name = "acqin"
     fuses_draw = True
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
         action_dim = require_continuous(info, "acqin", "iqn or dqn, or a continuous env")
-        enc, device = cfg.get("encoder"), info.device
-        self.actor = DeterministicActor(
-            make_encoder(info, enc), action_dim, cfg.hidden, squash="atan"
+        enc, runs, device = cfg.get("encoder"), self.runs, info.device
+        self.actor = runs.build(
+            lambda: DeterministicActor(
+                make_encoder(info, enc), action_dim, cfg.hidden, squash="atan"
+            )
         ).to(device)
-        self.critic = QuantileCritic(
-            make_encoder(info, enc),
-            action_dim,
-            int(cfg.critic_width),
-            cfg.critic_hidden,
-            int(cfg.cos_embed),
+        self.critic = runs.build(
+            lambda: QuantileCritic(
+                make_encoder(info, enc),
+                action_dim,
+                int(cfg.critic_width),
+                cfg.critic_hidden,
+                int(cfg.cos_embed),
+            )
         ).to(device)
         self.actor_target, self.critic_target = target_copy(self.actor), target_copy(self.critic)
         self.targets = TargetPairs(
             (self.actor_target, self.actor), (self.critic_target, self.critic)
         )
-        self.actor_optimizer = make_optimizer(self.actor.parameters(), cfg.actor_lr)
-        self.critic_optimizer = make_optimizer(self.critic.parameters(), cfg.critic_lr)
+
+        def optimizer(params, key):
+            return make_optimizer(params, runs.value(key, cfg[key], device), runs)
+
+        self.actor_optimizer = optimizer(self.actor.parameters(), "actor_lr")
+        self.critic_optimizer = optimizer(self.critic.parameters(), "critic_lr")
         self.search = CriticCheckedActor(
             self.actor,
             self.critic,
@@ -204,7 +215,7 @@ class ACIQNAgent(OffPolicyAgent):
             float(cfg.get("eval_cvar", 1.0)),
         )
         self.policy = PolicyWrapper(
-            self.search, info, progress, make_exploration(cfg, info, random_frames)
+            self.search, info, progress, make_exploration(cfg, info, random_frames, runs)
         ).to(device)
         self.learn_step = self.compiled(self.learn)
 

@@ -178,7 +178,8 @@ class Agent:
         if self.runs.many and not self.many_seeds:
             raise ConfigError(
                 f"agent={self.name} trains one seed per process: drop trainer.num_seeds (or "
-                f"use dqn, sac, td3, ddpg, ppo, a2c or pqn, which train many seeds at once)"
+                f"use dqn, iqn, sac, td3, ddpg, acqin, ppo, a2c or pqn, which train many seeds "
+                f"at once)"
             )
         if self.runs.many and compile.cudagraphs:
             raise ConfigError(

@@ -45,6 +45,7 @@ from gpurl.core.compile import EAGER
 from gpurl.core.config import Schema, declare, key
 from gpurl.core.registry import register
 from gpurl.core.replay import sequence_priority, weighted_mean
+from gpurl.core.runs import RunLinear, register_stackable
 from gpurl.policies import PolicyWrapper, SharedFeatures, make_encoder, make_exploration, mlp
 from gpurl.policies.recurrent import RECURRENT_STATE
 
@@ -80,15 +81,51 @@ def tail_fractions(k: int, alpha: float, device) -> torch.Tensor:
 
 class QuantileEmbedding(nn.Module):
     """phi(tau) = ReLU(Linear(cos(pi i tau), i = 0..n-1)) [..., N, width] for taus [..., N]:
-    IQN's quantile embedding, multiplied into a state feature of the same width."""
+    IQN's quantile embedding, multiplied into a state feature of the same width (`mix`,
+    `mix_shared`). `linear`: the Linear(n, width) to use (a run's, when unstacked)."""
 
-    def __init__(self, width: int, n: int = 64):
+    runs = 1  # the runs whose weights it holds (RunQuantileEmbedding: trainer.num_seeds)
+
+    def __init__(self, width: int, n: int = 64, linear: nn.Module | None = None):
         super().__init__()
         self.register_buffer("freqs", math.pi * torch.arange(n, dtype=torch.float32))
-        self.linear = nn.Sequential(nn.Linear(n, width), nn.ReLU())
+        self.linear = nn.Sequential(linear or nn.Linear(n, width), nn.ReLU())
 
     def forward(self, taus: torch.Tensor) -> torch.Tensor:
         return self.linear(torch.cos(taus.unsqueeze(-1) * self.freqs))
+
+    def mix(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        """feature [..., F] times phi of each row's own fractions taus [..., N]: [..., N, F]."""
+        return feature.unsqueeze(-2) * self(taus)
+
+    def mix_shared(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        """feature [..., F] times phi of fractions shared by every row of a run, taus
+        [runs, N] (a set per run) or [N] (one for all): [..., N, F]. The embedding then
+        costs N rows a run, not N per row."""
+        return feature.unsqueeze(-2) * self(taus if taus.dim() == 1 else taus[0])
+
+
+class RunQuantileEmbedding(QuantileEmbedding):
+    """N runs' embeddings as one (trainer.num_seeds, core/runs.py): the Linear's weights
+    stacked. Shared fractions come one set per run, [N, K], and run k's rows (run-major,
+    as every stacked layer reads them) meet run k's set through run k's weights."""
+
+    def __init__(self, copies) -> None:
+        first = copies[0]
+        width, n = first.linear[0].out_features, len(first.freqs)
+        super().__init__(width, n, linear=RunLinear([c.linear[0] for c in copies]))
+        self.runs, self.width = len(copies), width
+
+    def mix_shared(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        phi = self(taus.expand(self.runs, -1))  # [N, K, F]
+        x = feature.reshape(self.runs, -1, 1, feature.shape[-1]) * phi.unsqueeze(1)
+        return x.reshape(*feature.shape[:-1], *phi.shape[-2:])
+
+    def run(self, k: int) -> QuantileEmbedding:
+        return QuantileEmbedding(self.width, len(self.freqs), linear=self.linear[0].run(k))
+
+
+register_stackable(QuantileEmbedding, RunQuantileEmbedding)
 
 
 class QuantileNetwork(nn.Module):
@@ -113,22 +150,25 @@ class QuantileNetwork(nn.Module):
         self.act_quantiles = int(act_quantiles)
         self.eval_cvar = float(eval_cvar)
 
-    def quantiles(self, feature: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
-        return self.head(feature.unsqueeze(-2) * self.tau_embed(taus))  # [..., N, A]
+    def quantiles(self, feature: torch.Tensor, taus: torch.Tensor, shared: bool = False):
+        """Z [..., N, A] of features [..., F] at each row's fractions taus [..., N], or
+        with `shared` at fractions every row of a run shares (QuantileEmbedding.mix_shared)."""
+        mix = self.tau_embed.mix_shared if shared else self.tau_embed.mix
+        return self.head(mix(feature, taus))
 
     def forward(self, obs: TensorDictBase) -> torch.Tensor:
         feature = self.encoder(obs)
-        k = self.act_quantiles
-        # One set of K fractions per call, shared by every row: the embedding then costs
-        # K rows instead of rows x K.
+        k, runs = self.act_quantiles, self.tau_embed.runs
+        # One set of K fractions per call (and run), shared by every row: the embedding
+        # then costs K rows instead of rows x K.
         if exploration_type() == ExplorationType.DETERMINISTIC:
             # Greedy evaluation: evenly spaced midpoints (deterministic) over (0, eval_cvar),
             # so the action maximises CVaR_eval_cvar of the return, the mean of its lowest
             # eval_cvar fraction (1: the mean, risk-neutral; less: risk-averse).
-            taus = tail_fractions(k, self.eval_cvar, feature.device)
+            taus = tail_fractions(k, self.eval_cvar, feature.device).expand(runs, k)
         else:
-            taus = torch.rand(k, device=feature.device)
-        return self.quantiles(feature, taus).mean(-2)
+            taus = torch.rand((runs, k), device=feature.device)
+        return self.quantiles(feature, taus, shared=True).mean(-2)
 
 
 @dataclass
@@ -173,6 +213,7 @@ class IQNConfig(QuantileKeys, SequenceReplayKeys, QLearningConfig):
 @register("agent", "iqn", IQNConfig)
 class IQNAgent(RecurrentQ, OffPolicyAgent):
     name = "iqn"
+    many_seeds = True
 
     def __init__(self, cfg, info, progress, random_frames: int = 0, compile=EAGER):
         super().__init__(cfg, info, progress, random_frames, compile)
@@ -187,18 +228,23 @@ class IQNAgent(RecurrentQ, OffPolicyAgent):
         recurrent, pairs = cfg.get("recurrent"), []
         if recurrent:  # encoder -> core -> the quantile head on the core's output (R2D2)
             pairs = self.build_recurrent(recurrent)
-            self.z = QuantileNetwork(SharedFeatures(self.core.out_features), *head)
+            features = self.core.out_features
+            self.z = self.runs.build(lambda: QuantileNetwork(SharedFeatures(features), *head))
         else:
-            self.z = QuantileNetwork(make_encoder(info, cfg.get("encoder")), *head)
+            self.z = self.runs.build(
+                lambda: QuantileNetwork(make_encoder(info, cfg.get("encoder")), *head)
+            )
         self.z = self.z.to(info.device)
         self.z_target = target_copy(self.z)
         self.targets = TargetPairs(*pairs, (self.z_target, self.z))
-        self.optimizer = make_optimizer([*self.recurrent_params(), *self.z.parameters()], cfg.lr)
+        lr = self.runs.value("lr", cfg.lr, info.device)
+        params = [*self.recurrent_params(), *self.z.parameters()]
+        self.optimizer = make_optimizer(params, lr, self.runs)
         self.policy = PolicyWrapper(
             self.z,
             info,
             progress,
-            make_exploration(cfg, info, random_frames),
+            make_exploration(cfg, info, random_frames, self.runs),
             encoder=self.encoder,
             core=self.core,
         ).to(info.device)
