@@ -205,8 +205,8 @@ def test_cudagraph_update_matches_eager_on_cuda(tmp_path, name):
 
 @requires_cuda
 def test_recurrent_ppo_update_under_cudagraphs_matches_eager_on_cuda(tmp_path):
-    # the LSTM's sequence replay (its backward written out) captured in the update's
-    # graph, the acting eager on both sides: the same rollout, then 20 minibatch updates
+    # the LSTM's sequence replay captured in the update's graph, the acting eager on
+    # both sides: the same rollout, then 20 minibatch updates
     # (3 warm-up, the capture, 16 replays) give the eager weights to float rounding
     preset = ["experiment=ppo_cartpole_masked_lstm", "agent.recurrent_hidden=16"]
     eager = trainer(tmp_path / "eager", preset, device="cuda")

@@ -150,8 +150,8 @@ OFF_POLICY = {
             "trainer.batch_size=16",
         ],
         60,
-        1e-5,  # the stored states: the stacked update (autograd over the per-run cell) and
-        # the lone one (the written-out backward) round apart, 2.4e-6 by iteration 60
+        1e-5,  # the stored states: the stacked update (batched matmuls) and the lone one
+        # round apart
     ),
     # IQN: each run's own set of acting fractions a call (the stacked quantile embedding;
     # recurrent IQN's sequence update: tests/test_many_seeds.py, whose fractions are fixed,

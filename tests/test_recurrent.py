@@ -11,7 +11,6 @@ from gpurl.core.compile import CompileSpec
 from gpurl.errors import ConfigError
 from gpurl.policies import LOG_PROB, VALUE
 from gpurl.policies.recurrent import RECURRENT_STATE, RecurrentCore
-from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
 from gpurl.train import build, load_config
 from gpurl.trainers.compile import InductorPolicy, compile_policy
 from gpurl.trainers.evaluation import evaluate_protocol
@@ -65,46 +64,6 @@ def test_a_done_zeroes_the_state_for_the_next_step_and_cuts_the_gradient(kind):
     assert grad[1].abs().max() > 0
     (grad,) = torch.autograd.grad(out[:2, 0].sum(), state)
     assert grad[0].abs().max() > 0
-
-
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_the_written_out_backward_is_autograd_s(kind):
-    """rnn_sequence (a sequence replay with its backward written out) against the
-    step-by-step cell under autograd, with resets mid-sequence: values and the gradients
-    of every input (and gradcheck in float64)."""
-    torch.manual_seed(0)
-    core = RecurrentCore(kind, 3, 4, (5,), parts=2).double()
-    T, B = 6, 5
-    done = torch.zeros(T, B, dtype=torch.bool)
-    done[2, 1] = done[4, 3] = True
-    keep = (1.0 - done.double()).reshape(T, B, 1)
-    xi = core._project(torch.randn(T, B, 3, dtype=torch.double)).detach().requires_grad_()
-    h0 = torch.randn(B, core.state_size, dtype=torch.double, requires_grad=True)
-    w = core._hh().detach().requires_grad_()
-    if kind == "lstm":
-
-        def fused(xi, h0, w):
-            return lstm_sequence(xi, h0, w, keep)
-    else:
-
-        def fused(xi, h0, w):
-            return gru_sequence(xi, h0, w, core.rnn.bias_hh_l0, keep)
-
-    assert torch.autograd.gradcheck(fused, (xi, h0, w))
-    s, after = h0, []
-    for t in range(T):
-        new = core._cell(xi[t], s, w)
-        after.append(new)
-        s = new * keep[t]
-    after = torch.stack(after)
-    out = fused(xi, h0, w)
-    torch.testing.assert_close(out, after)
-    weights = torch.randn_like(after)
-    inputs = (xi, h0, w) + ((core.rnn.bias_hh_l0,) if kind == "gru" else ())
-    grads = torch.autograd.grad((after * weights).sum(), inputs)
-    written = torch.autograd.grad((out * weights).sum(), inputs)
-    for a, b in zip(grads, written, strict=True):
-        torch.testing.assert_close(a, b)
 
 
 def split_into_parts(core: RecurrentCore) -> list[RecurrentCore]:
@@ -541,8 +500,7 @@ def test_foreign_envs_run_through_the_lean_collector_and_torchrl_s_is_refused(tm
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_a_recurrent_update_runs_under_autocast(tmp_path, kind):
-    """compile.amp autocasts the forward passes: the sequence replay then takes the
-    step-by-step cell (the written-out one keeps the weights' dtype)."""
+    """compile.amp autocasts the forward passes, the sequence replay's included."""
     trainer = small(tmp_path, f"agent.recurrent={kind}", "compile.amp=true")
     trainer.iteration()
     assert trainer.progress.update_count > 0

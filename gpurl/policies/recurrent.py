@@ -32,7 +32,6 @@ from torch import Tensor, nn
 from gpurl.core.runs import register_stackable
 from gpurl.errors import ConfigError
 from gpurl.policies.networks import FEATURES
-from gpurl.policies.rnn_sequence import gru_sequence, lstm_sequence
 
 RECURRENT_STATE = "recurrent_state"
 IS_INIT = "is_init"  # TorchRL's flag of a step that begins an episode (InitTracker)
@@ -80,9 +79,6 @@ class RecurrentCore(nn.Module):
                 self.rnn.weight_hh_l0.mul_(mask)  # what the mask drops stays 0: no gradient
         self.eval_state: Tensor | None = None
 
-    #: learning replays sequences through rnn_sequence's written-out backward
-    written_out = True
-
     @classmethod
     def for_agent(cls, cfg, encoder: nn.Module, info, parts: int = 1) -> RecurrentCore:
         """The core an agent config asks for (agent.recurrent, agent.recurrent_hidden)
@@ -99,9 +95,10 @@ class RecurrentCore(nn.Module):
     # its weights and states on every step, which made a 32-step unroll with its backward
     # three times slower on the CPU. The input projection of a whole sequence is one
     # matmul; only the hidden-to-hidden product runs per step. Acting and learning share
-    # `_cell`'s arithmetic, so a state moves the same way in both; a replay over a
-    # sequence runs it in rnn_sequence, whose backward is written out (about half the
-    # time of autograd's over the cell's small ops), except under torch.compile or autocast.
+    # `_cell`, so a replay meets every step with the state the acting pass had, bit for
+    # bit, and learns through autograd over it. (A replay with its backward written out
+    # by hand, about half autograd's time on the CPU, gave the same gradients to float
+    # round-off but learnt masked CartPole markedly less reliably: removed, see git.)
     def _affine(self, add: Tensor, x: Tensor, w: Tensor) -> Tensor:
         """add + x w^T for rows x [B, in] and weights w [out, in] (`add`: [B, out] or a
         bias [out]); RunRecurrentCore runs it per run."""
@@ -170,21 +167,11 @@ class RecurrentCore(nn.Module):
         state = state.reshape(-1, self.state_size)
         w_hh = self._hh()
         H = self.hidden
-        # the layer's backward written out, in the weights' dtype: not under torch.compile
-        # (which traces the loop itself) or autocast (compile.amp's bf16 / fp16 matmuls),
-        # nor for N runs' stacked weights (autograd over the per-run cell)
-        written_out = self.written_out and not torch.compiler.is_compiling()
-        if written_out and not torch.is_autocast_enabled(x.device.type):
-            if self.lstm:
-                after = lstm_sequence(xi, state, w_hh, keep)
-            else:
-                after = gru_sequence(xi, state, w_hh, self.rnn.bias_hh_l0, keep)
-        else:
-            steps = []
-            for t in range(T):
-                steps.append(self._cell(xi[t], state, w_hh))
-                state = steps[-1] * keep[t]
-            after = torch.stack(steps)  # [T, B, S]
+        steps = []
+        for t in range(T):
+            steps.append(self._cell(xi[t], state, w_hh))
+            state = steps[-1] * keep[t]
+        after = torch.stack(steps)  # [T, B, S]
         return (
             after[..., :H].reshape(T, *batch, H),
             after.reshape(T, *batch, self.state_size),
@@ -250,10 +237,7 @@ class RunRecurrentCore(RecurrentCore):
     """N runs' cores as one (trainer.num_seeds, core/runs.py): weight_ih [N, G, F],
     weight_hh [N, G, H], biases [N, G], each run's rows of a run-major batch (envs
     [k E, (k + 1) E) of N x E) meeting its own weights in one batched matmul; the acting
-    state [N x E(, R), S] as one core's. A replay runs autograd over the per-run cell
-    (rnn_sequence's written-out backward is for one weight matrix)."""
-
-    written_out = False
+    state [N x E(, R), S] as one core's."""
 
     def __init__(self, copies) -> None:
         nn.Module.__init__(self)
