@@ -126,12 +126,23 @@ def test_stacked_update_equals_separate_updates(case, monkeypatch):
         batches = [random_batch(info, kind, B) for _ in range(N)]
         if agent in ("iqn", "acqin"):  # their quantile fractions, drawn per row
             monkeypatch.setattr(torch, "rand", row_fractions)
-        stacked.update(torch.cat(batches), stacked.progress)
-        stacked.progress.add_update()
-        for single, batch in zip(singles, batches, strict=True):
-            single.update(batch, single.progress)
-            single.progress.add_update()
+        update_all(stacked, singles, batches)
         monkeypatch.setattr(torch, "rand", rand)
+    assert_runs_equal(stacked, singles)
+
+
+def update_all(stacked, singles, batches) -> None:
+    """One update of the stacked agent on the runs' batches joined, and of each single
+    agent on its own."""
+    stacked.update(torch.cat(batches), stacked.progress)
+    stacked.progress.add_update()
+    for single, batch in zip(singles, batches, strict=True):
+        single.update(batch, single.progress)
+        single.progress.add_update()
+
+
+def assert_runs_equal(stacked, singles) -> None:
+    """Run k's modules' state in the stacked agent is single agent k's."""
     for k, single in enumerate(singles):
         for name, module in single.modules().items():
             got = run_state(stacked.modules()[name], k, module)
@@ -156,18 +167,8 @@ def test_stacked_recurrent_iqn_update_equals_separate_updates(tmp_path, monkeypa
     stacked, singles, _ = build_agents("iqn", "cartpole", [*extra, "agent.target_update=polyak"])
     monkeypatch.setattr(torch, "rand", row_fractions)
     for _step in range(3):
-        stacked.update(torch.cat(samples), stacked.progress)
-        stacked.progress.add_update()
-        for single, sample in zip(singles, samples, strict=True):
-            single.update(sample, single.progress)
-            single.progress.add_update()
-    for k, single in enumerate(singles):
-        for name, module in single.modules().items():
-            got = run_state(stacked.modules()[name], k, module)
-            for key, want in module.state_dict().items():
-                torch.testing.assert_close(
-                    got[key], want, atol=2e-5, rtol=1e-4, msg=f"{name}.{key}"
-                )
+        update_all(stacked, singles, samples)
+    assert_runs_equal(stacked, singles)
 
 
 @pytest.mark.parametrize("critic", ["local", pytest.param("central", marks=pytest.mark.slow)])
@@ -400,31 +401,22 @@ def test_runs_build_each_run_from_its_own_seed():
 
 
 SMALL = ["trainer.progress=false", "logger=none", "env.eval_envs=2", "agent.hidden=[16,16]"]
+# epsilon at its end value within the run: a changed epsilon_end surely changes some of
+# run 1's actions (over the default 10k frames it moves epsilon by 0.7%)
+OFF_POLICY_SMALL = [
+    "env=cartpole",
+    "env.num_envs=4",
+    "trainer.batch_size=16",
+    "trainer.init_random_frames=32",
+    "trainer.total_frames=160",
+    "trainer.eval_interval=80",
+    "agent.epsilon_frames=64",
+]
 INDEPENDENCE_CASES = {
-    "dqn": [
-        "env=cartpole",
-        "agent=dqn",
-        "env.num_envs=4",
-        "trainer.batch_size=16",
-        "trainer.init_random_frames=32",
-        "trainer.total_frames=160",
-        "trainer.eval_interval=80",
-        # epsilon at its end value within the run: a changed epsilon_end surely changes
-        # some of run 1's actions (over the default 10k frames it moves epsilon by 0.7%)
-        "agent.epsilon_frames=64",
-    ],
-    # IQN's acting draws one set of fractions a call for every run: shared, not leaking
-    "iqn": [
-        "env=cartpole",
-        "agent=iqn",
-        "agent.target_update=polyak",  # the target moves within the run (hard: every 10k)
-        "env.num_envs=4",
-        "trainer.batch_size=16",
-        "trainer.init_random_frames=32",
-        "trainer.total_frames=160",
-        "trainer.eval_interval=80",
-        "agent.epsilon_frames=64",
-    ],
+    "dqn": ["agent=dqn", *OFF_POLICY_SMALL],
+    # IQN's acting draws a set of fractions per run; its target moves within the run
+    # (hard copies come every 10k updates)
+    "iqn": ["agent=iqn", "agent.target_update=polyak", *OFF_POLICY_SMALL],
     "ppo": [
         "env=cartpole",
         "agent=ppo",
