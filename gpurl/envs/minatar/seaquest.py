@@ -13,11 +13,13 @@ resolves conflicts (two bullets for one enemy, two enemies for one bullet, the l
 diver that fits) in that order. Here each kind of entity has a fixed number of slots
 and each entity an `order` (when it appeared), and the same conflicts are resolved in
 the same order. Fish and enemy submarines share one set of slots (`sub` tells them
-apart), since every step walks every slot. Slots: 32 enemies, 48 enemy bullets, 4
-divers and 3 of the player's bullets, each at least as many as the rules let be at
-once (at most one enemy appears a frame and each leaves within 31 frames; a submarine
-shoots once in 11 frames and its bullet leaves within 10; divers: at most 3; the
-player's bullets: at most 2).
+apart), since every step walks every slot. Slots: 32 enemies, 4 divers and 2 of the
+player's bullets, each at least as many as the rules let be at once (at most one enemy
+appears a frame and each leaves within 31 frames; divers: at most 3; the player shoots
+once in 6 frames and a bullet leaves within 10). An enemy submarine's bullet flies in
+its slot: a submarine shoots once in 11 frames and its bullet leaves within 10, so a
+slot never holds two, and the slot's next occupant shoots 10 frames after it appears
+at the earliest (enemy bullets meet nothing but the player, so their order is moot).
 
 Channels: submarine front, submarine back, player bullet, trail, enemy bullet, enemy
 fish, enemy submarine, oxygen gauge, diver gauge, diver.
@@ -51,8 +53,8 @@ SHOT_COOL_DOWN = 5
 ENEMY_SHOT_INTERVAL = 10
 DIVER_MOVE_INTERVAL = 5
 MAX_DIVERS = 6
-# slots per kind of entity
-ENEMIES, ENEMY_BULLETS, DIVERS, BULLETS = 32, 48, 4, 3
+# slots per kind of entity (the enemy bullets fly in the enemies' slots)
+ENEMIES, DIVERS, BULLETS = 32, 4, 2
 # added to a submarine's order where fish and submarines are ranked as two groups
 SUBS_AFTER = 2**32
 
@@ -72,11 +74,20 @@ class Things(NamedTuple):
     sub: torch.Tensor
 
 
+class Shots(NamedTuple):
+    """The enemy submarines' bullets, [B, ENEMIES] each: one per enemy slot."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    right: torch.Tensor
+    alive: torch.Tensor
+
+
 class SeaquestState(NamedTuple):
     enemies: Things  # fish and submarines
     divers: Things
     bullets: Things  # the player's
-    e_bullets: Things
+    e_bullets: Shots
     sub_x: torch.Tensor  # int64 [B]
     sub_y: torch.Tensor  # int64 [B]
     sub_right: torch.Tensor  # bool [B]: facing right
@@ -97,12 +108,17 @@ def _none(batch: int, slots: int, device) -> Things:
     return Things(zero, zero, zero.bool(), zero.bool(), zero, zero, zero, zero.bool())
 
 
+def _no_shots(batch: int, device) -> Shots:
+    zero = torch.zeros((batch, ENEMIES), dtype=torch.int64, device=device)
+    return Shots(zero, zero, zero.bool(), zero.bool())
+
+
 def init(batch: int, device) -> SeaquestState:
     zero = torch.zeros(batch, dtype=torch.int64, device=device)
     return SeaquestState(
         _none(batch, ENEMIES, device), _none(batch, DIVERS, device),
         _none(batch, BULLETS, device),
-        _none(batch, ENEMY_BULLETS, device), zero, zero, zero.bool(), zero, zero,
+        _no_shots(batch, device), zero, zero, zero.bool(), zero, zero,
         zero.bool(), zero, zero, zero, zero, zero, zero, zero,
     )  # fmt: skip
 
@@ -119,7 +135,7 @@ def reset(state: SeaquestState, mask: torch.Tensor, u: torch.Tensor) -> Seaquest
     one = torch.ones(b, dtype=torch.int64, device=device)
     fresh = SeaquestState(
         _none(b, ENEMIES, device), _none(b, DIVERS, device),
-        _none(b, BULLETS, device), _none(b, ENEMY_BULLETS, device), one * 5, one * 0,
+        _none(b, BULLETS, device), _no_shots(b, device), one * 5, one * 0,
         one < 0, one * MAX_OXYGEN, one * 0, one > 0, one * 0, one * INIT_SPAWN_SPEED,
         one * INIT_SPAWN_SPEED, one * DIVER_SPAWN_SPEED, one * INIT_MOVE_INTERVAL, one * 0,
         one * 0,
@@ -128,44 +144,23 @@ def reset(state: SeaquestState, mask: torch.Tensor, u: torch.Tensor) -> Seaquest
 
 
 def _add(things: Things, new: torch.Tensor, counter: torch.Tensor, **values) -> Things:
-    """Things with the entities where new [B, M] is True put in free slots, in order m
-    (the m-th new one in the m-th free slot), each of `values` [B, M] (or [B]); their
-    order is counter + m. A new entity with no free slot left is dropped."""
+    """Things with one new entity where new [B] is True, in the first free slot, each
+    of `values` [B] its field; its order is `counter`. Dropped where no slot is free.
+
+    The slot is chosen and written by elementwise ops and one reduction, which fuse
+    with the rest of the step (a scatter ran as kernels of its own, field by field)."""
     slots = things.alive.shape[1]
     values["alive"] = torch.ones_like(new)
-    if new.shape[1] == 1:
-        # one new entity (a spawn, a shot): the first free slot, chosen and written by
-        # elementwise ops and one reduction that fuse with the rest of the step (a
-        # scatter into a spare column ran as kernels of its own, field by field)
-        index = torch.arange(slots, device=new.device)
-        first = torch.where(things.alive, slots, index).min(1, keepdim=True).values
-        put = new & (index == first)  # [B, K]; none where every slot is taken
-        values["order"] = counter.unsqueeze(1)
-        fields = {}
-        for name, old in things._asdict().items():
-            value = values.get(name)
-            if value is not None:
-                value = value if value.dim() == 2 else value.unsqueeze(1)
-                old = torch.where(put, value.to(old.dtype), old)
-            fields[name] = old
-        return Things(**fields)
-    new_rank = new.long().cumsum(1) - 1
-    # The r-th free slot is the first where the running count of free slots reaches
-    # r + 1 (`slots` when fewer are free): a search per new entity, not an [M, K]
-    # match, since up to 32 enemy bullets a frame look for one of 48 slots.
-    free_count = (~things.alive).long().cumsum(1)
-    dest = torch.where(new, torch.searchsorted(free_count, new_rank + 1), slots)
-    values["order"] = counter.unsqueeze(1) + new_rank.clamp_min(0)
+    values["order"] = counter
+    index = torch.arange(slots, device=new.device)
+    first = torch.where(things.alive, slots, index).min(1, keepdim=True).values
+    put = new.unsqueeze(1) & (index == first)  # [B, K]; none where every slot is taken
     fields = {}
     for name, old in things._asdict().items():
         value = values.get(name)
-        if value is None:
-            fields[name] = old
-            continue
-        value = value if value.dim() == 2 else value.unsqueeze(1).expand_as(new)
-        # a spare column `slots` takes the entities not placed, and is dropped
-        spare = torch.cat((old, old[:, :1]), 1)
-        fields[name] = spare.scatter(1, dest, value.to(old.dtype))[:, :slots]
+        if value is not None:
+            old = torch.where(put, value.unsqueeze(1).to(old.dtype), old)
+        fields[name] = old
     return Things(**fields)
 
 
@@ -181,7 +176,7 @@ def _last(match: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
     return match & (key == key.max(1, keepdim=True).values)
 
 
-def _step_x(things: Things, moves: torch.Tensor) -> torch.Tensor:
+def _step_x(things: Things | Shots, moves: torch.Tensor) -> torch.Tensor:
     return torch.where(moves, things.x + torch.where(things.right, 1, -1), things.x)
 
 
@@ -204,12 +199,12 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     x0 = torch.where(lr, 0, SIZE - 1)
     lane_, lr_ = lane.unsqueeze(1), lr.unsqueeze(1)
     against = (enemies.alive & (enemies.y == lane_) & (enemies.right != lr_)).any(1)
-    new = (spawning & ~against).unsqueeze(1)
+    new = spawning & ~against
     shot = torch.where(is_sub, ENEMY_SHOT_INTERVAL, 0)
     enemies = _add(
         enemies, new, counter, x=x0, y=lane, right=lr, timer=move_speed, shot=shot, sub=is_sub
     )
-    counter = counter + new.squeeze(1)
+    counter = counter + new
     e_spawn_timer = torch.where(spawning, e_spawn_speed, e_spawn_timer)
     # the enemies ranked as two groups, each by order: every fish below every submarine
     rank = enemies.order + torch.where(enemies.sub, SUBS_AFTER, 0)
@@ -218,7 +213,7 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     d_spawning = d_spawn_timer == 0
     d_lr = u[:, 3] < 0.5
     divers = _add(
-        divers, d_spawning.unsqueeze(1), counter, x=torch.where(d_lr, 0, SIZE - 1),
+        divers, d_spawning, counter, x=torch.where(d_lr, 0, SIZE - 1),
         y=randint(u[:, 4], 1, 9), right=d_lr, timer=DIVER_MOVE_INTERVAL + 0 * counter,
     )  # fmt: skip
     counter = counter + d_spawning
@@ -226,7 +221,7 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
 
     # the player
     fire = (action == FIRE) & (shot_timer == 0)
-    bullets = _add(bullets, fire.unsqueeze(1), counter, x=sub_x, y=sub_y, right=sub_right)
+    bullets = _add(bullets, fire, counter, x=sub_x, y=sub_y, right=sub_right)
     counter = counter + fire
     shot_timer = torch.where(fire, SHOT_COOL_DOWN, shot_timer)
     left, right = action == LEFT, action == RIGHT
@@ -316,10 +311,14 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
         shot=torch.where(shooters, ENEMY_SHOT_INTERVAL, enemies.shot - present.long()),
     )
 
-    # enemy bullets (the new ones at their submarine's cell): contact before and after
-    # moving ends the episode
-    e_bullets = _add(e_bullets, shooters, counter, x=enemies.x, y=enemies.y, right=enemies.right)
-    counter = counter + shooters.sum(1)
+    # enemy bullets (a new one at its submarine's cell, in its slot): contact before and
+    # after moving ends the episode
+    e_bullets = Shots(
+        torch.where(shooters, enemies.x, e_bullets.x),
+        torch.where(shooters, enemies.y, e_bullets.y),
+        torch.where(shooters, enemies.right, e_bullets.right),
+        e_bullets.alive | shooters,
+    )
     at = e_bullets.alive & (e_bullets.x == sx) & (e_bullets.y == sy)
     ex = _step_x(e_bullets, e_bullets.alive)
     e_alive = e_bullets.alive & ~_out(ex)
