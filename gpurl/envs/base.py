@@ -88,7 +88,10 @@ class LeanCore:
     everything a step must see changing is in `work` or `noise`, never in Python. A
     working state lets a multi-step rollout skip the repacking between steps (CartPole
     works on its state's columns). `inductor_options`: Inductor config the step compiles
-    best with (the caller's own options win).
+    best with (the caller's own options win). `views`: entries of `next` and of
+    observe's dict that the step returns packed (name -> a function viewing the packed
+    tensor as the entry, with no copy); the compiled step applies it to the graph's
+    outputs, since a dtype view inside a compiled graph costs a copy.
     """
 
     step: Callable
@@ -97,6 +100,7 @@ class LeanCore:
     unpack: Callable = lambda *state: state
     pack: Callable = lambda *work: work
     inductor_options: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)
 
 
 def state_attributes(state_type: type) -> type:

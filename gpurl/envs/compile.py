@@ -143,7 +143,15 @@ class CompiledLeanStep:
             fn(*inputs)
         self.compile_seconds += time.perf_counter() - t0
         n_pre_next = n_state + (counter_rng is not None)
-        entry = (fn, layout["next"], layout["obs"], n_pre_next, n_pre_next + len(layout["next"]))
+        n_pre_obs = n_pre_next + len(layout["next"])
+        # the packed entries (LeanCore.views), by output position, viewed after the graph
+        views = {
+            n_pre + i: core.views[k]
+            for n_pre, keys in ((n_pre_next, layout["next"]), (n_pre_obs, layout["obs"]))
+            for i, k in enumerate(keys)
+            if k in core.views
+        }
+        entry = (fn, layout["next"], layout["obs"], n_pre_next, n_pre_obs, views)
         self.compiled[key] = entry
         return entry
 
@@ -176,10 +184,14 @@ class CompiledLeanStep:
             key = (env.force_reset, action.dtype, action.shape)
             entry = self.compiled.get(key) or self._compile(key, action)
             self._last = (*key, entry)
-        fn, next_keys, obs_keys, n_pre_next, n_pre_obs = entry
+        fn, next_keys, obs_keys, n_pre_next, n_pre_obs, views = entry
         state = env.env_state
         n_state = len(state)
         out = fn(*state, action, *self._noise_inputs())
+        if views:
+            out = list(out)
+            for i, view in views.items():
+                out[i] = view(out[i])
         env.env_state = state._make(out[:n_state])
         if self.counter_rng is not None:
             self.counter_rng.counter = out[n_state]

@@ -302,6 +302,10 @@ def test_lean_core_is_lean_step_eagerly(game):
     env, ref = _env(game, num_envs=6, seed=9), _env(game, num_envs=6, seed=9)
     env.lean_reset(), ref.lean_reset()
     core = env.lean_core()
+
+    def view(entries, key):  # a packed entry as the env's (LeanCore.views)
+        return core.views.get(key, lambda t: t)(entries[key])
+
     gen = torch.Generator().manual_seed(2)
     for t in range(60):
         env.force_reset = ref.force_reset = 20 <= t < 23
@@ -310,10 +314,35 @@ def test_lean_core_is_lean_step_eagerly(game):
         noise = tuple(torch.rand(s, generator=env.rng) for s in core.noise_shapes)
         work, nxt = core.step(core.unpack(*env.env_state), action, noise, env.force_reset)
         env.env_state = core.pack(*work)
+        obs = core.observe(*env.env_state)
         for key in nxt_r.keys():
-            assert torch.equal(nxt[key], nxt_r[key]), (t, key)
-        assert torch.equal(core.observe(*env.env_state)["observation"], obs_r["observation"])
+            assert torch.equal(view(nxt, key), nxt_r[key]), (t, key)
+        assert torch.equal(view(obs, "observation"), obs_r["observation"])
         assert torch.equal(env.steps, ref.steps)
+
+
+def test_packed_rows_are_the_cells_of_their_bits():
+    """pack_rows' words viewed as bool are the rows' bits, cell by cell: every 10-bit
+    row, in every position of the pairs the packing reads."""
+    from gpurl.envs.minatar.grid import pack_rows, unpack_cells
+
+    rows = torch.arange(1024).reshape(8, 128)
+    rows = torch.cat((rows, rows.roll(1, dims=1)))  # each value first and second of a pair
+    cells = ((rows.unsqueeze(-1) >> torch.arange(10)) & 1).bool()
+    words = pack_rows(rows)
+    assert words.dtype == torch.int32 and words.shape == (16, 320)
+    assert torch.equal(words.view(torch.bool).view(16, 128, 10), cells)
+    assert torch.equal(unpack_cells(words[:, :250], 10), cells[:, :100].reshape(16, 10, 10, 10))
+    # Space Invaders packs its observation; the compiled step views it (LeanCore.views)
+    env = _env("space_invaders")
+    env.lean_reset()
+    core = env.lean_core()
+    packed = core.observe(*env.env_state)["observation"]
+    assert packed.dtype == torch.int32
+    cells = core.views["observation"](packed)
+    assert cells.dtype == torch.bool and cells.shape == (8, 6, 10, 10)
+    assert torch.equal(cells, env.rules.observe(env.env_state.game))
+    assert cells.data_ptr() == packed.data_ptr()  # a view, not a copy
 
 
 def test_compiled_step_takes_the_games_inductor_options_under_the_callers():

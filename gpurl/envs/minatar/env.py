@@ -13,6 +13,7 @@ from the env's generator, a fixed number per env per step and per reset
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -23,7 +24,7 @@ from gpurl.core.registry import register
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 from gpurl.envs.minatar import asterix, breakout, freeway, seaquest, space_invaders
-from gpurl.envs.minatar.grid import SIZE, Game, lookup
+from gpurl.envs.minatar.grid import SIZE, Game, lookup, unpack_cells
 from gpurl.errors import ConfigError
 
 GAMES: dict[str, Game] = {
@@ -149,28 +150,35 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         return cells.repeat_interleave(self.CELL, 1).repeat_interleave(self.CELL, 2)
 
     def lean_core(self) -> LeanCore:
-        b = self.num_envs
+        b, rules = self.num_envs, self.rules
+        # a game that packs its cells (grid.pack_rows) returns the words from the step,
+        # and the compiled step views them as bool cells
+        observe = rules.observe_packed or rules.observe
+        views = {}
+        if rules.observe_packed is not None:
+            views["observation"] = partial(unpack_cells, channels=rules.channels)
         return LeanCore(
-            step=_core(self.rules, self.sticky_prob, self.ramping,
-                       self.max_episode_steps),
-            noise_shapes=(torch.Size((b, 1 + self.rules.step_noise)),
-                          torch.Size((b, self.rules.reset_noise))),
-            observe=lambda game, last, steps: {"observation": self.rules.observe(game)},
+            step=_core(rules, observe, self.sticky_prob, self.ramping, self.max_episode_steps),
+            noise_shapes=(torch.Size((b, 1 + rules.step_noise)),
+                          torch.Size((b, rules.reset_noise))),
+            observe=lambda game, last, steps: {"observation": observe(game)},
             pack=MinAtarState,
+            views=views,
             # The games are integer and bool logic on small grids, which Inductor's CPU
             # vectorizer turns into mask conversions: its scalar loops ran Breakout's
             # step 8x faster (1,024 envs, one thread). No effect on GPU code; a game's
             # own options were measured on the CPU and apply there alone.
             inductor_options={
                 "cpp.simdlen": 1,
-                **(self.rules.inductor_options if self.device.type == "cpu" else {}),
+                **(rules.inductor_options if self.device.type == "cpu" else {}),
             },
         )  # fmt: skip
 
 
-def _core(rules: Game, sticky: float, ramping: bool, max_steps: int):
+def _core(rules: Game, observe, sticky: float, ramping: bool, max_steps: int):
     """LeanCore.step: the sticky-action draw, the game's step, then fresh episodes where
-    done, from the same uniforms lean_step draws (the step's, then the reset's)."""
+    done, from the same uniforms lean_step draws (the step's, then the reset's).
+    `observe`: the game's observe, or its observe_packed."""
 
     def step(work, action, noise, force_reset=False):
         game, last, steps = work
@@ -180,7 +188,7 @@ def _core(rules: Game, sticky: float, ramping: bool, max_steps: int):
         )
         game, reward, terminal = rules.step(game, full, u[:, 1:], ramping)
         steps = steps + 1
-        reached = rules.observe(game)
+        reached = observe(game)
         if force_reset:
             truncated = torch.ones_like(terminal)
         else:

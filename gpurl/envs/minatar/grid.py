@@ -24,6 +24,8 @@ class Game:
                                    u [B, step_noise] uniforms, `ramp` a Python flag;
                                    returns (state, reward [B] float, terminal [B] bool)
     observe(state)                 bool [B, channels, 10, 10]
+    observe_packed(state)          optional: the same cells packed by pack_rows (int32
+                                   [B, 25 channels]); observe is then its unpack_cells
     inductor_options               Inductor config for this game's compiled step on the
                                    CPU, over the options every game shares (lean_core)
     """
@@ -37,6 +39,7 @@ class Game:
     reset: Callable
     step: Callable
     observe: Callable
+    observe_packed: Callable | None = None
     inductor_options: dict = field(default_factory=dict)
 
 
@@ -72,6 +75,28 @@ def draw(*layers) -> torch.Tensor:
     return torch.stack(
         [canvas[:, where[c]] if c in where else layer for c, layer in enumerate(layers)], dim=1
     )
+
+
+def pack_rows(rows: torch.Tensor) -> torch.Tensor:
+    """The cells of rows [B, R] of 10 bits (bit x: column x; R even) as bytes of 0 or 1
+    packed four to an int32 word: int32 [B, 5R / 2], in memory the bytes of bool
+    [B, R, 10] (little-endian), which unpack_cells views with no copy.
+
+    Compiled for a CPU, writing an observation four cells a word ran 3x faster than a
+    cell a byte (expanding each bit by a shift). Viewing the words as bool is left to
+    the caller, outside the compiled graph: inside it, the view costs a copy."""
+    b = rows.shape[0]
+    pairs = rows.reshape(b, -1, 2)
+    twenty = (pairs[..., 0] | (pairs[..., 1] << SIZE)).to(torch.int32)  # 2 rows, 20 bits
+    shifts = torch.arange(5, dtype=torch.int32, device=rows.device) * 4
+    nibbles = (twenty.unsqueeze(-1) >> shifts) & 0xF
+    # n * (1 + 2^7 + 2^14 + 2^21) puts bit k of the nibble on bit 8k, with no carries
+    return ((nibbles * 0x204081) & 0x01010101).reshape(b, -1)
+
+
+def unpack_cells(words: torch.Tensor, channels: int) -> torch.Tensor:
+    """pack_rows' words [B, 25 channels] as the bool [B, channels, 10, 10] they hold."""
+    return words.view(torch.bool).view(len(words), channels, SIZE, SIZE)
 
 
 def randint(u: torch.Tensor, low, high) -> torch.Tensor:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import FIRE, LEFT, NOOP, RIGHT, SIZE, Game
+from gpurl.envs.minatar.grid import FIRE, LEFT, NOOP, RIGHT, SIZE, Game, pack_rows, unpack_cells
 
 SHOT_COOL_DOWN = 5
 ENEMY_MOVE_INTERVAL = 12
@@ -28,6 +28,7 @@ ENEMY_SHOT_INTERVAL = 10
 FASTEST_MOVE_INTERVAL = 6  # ramping stops here
 FULL_ROW = (1 << SIZE) - 1
 WAVE_ROW, WAVE_ROWS = 0b0011111100, 4  # a fresh wave: columns 2-7 of rows 0-3
+CHANNELS = 6
 
 
 class SpaceInvadersState(NamedTuple):
@@ -159,19 +160,23 @@ def step(state: SpaceInvadersState, action: torch.Tensor, u: torch.Tensor, rampi
     return state, reward, terminal
 
 
-def observe(state: SpaceInvadersState) -> torch.Tensor:
+def observe_packed(state: SpaceInvadersState) -> torch.Tensor:
     # every channel as rows of bits, expanded in one pass
     bottom = torch.arange(SIZE, device=state.pos.device) == SIZE - 1
     cannon = torch.where(bottom, (torch.ones_like(state.pos) << state.pos).unsqueeze(1), 0)
     left = torch.where(state.alien_dir < 0, FULL_ROW, 0).unsqueeze(1)
     aliens = state.aliens
     channels = (cannon, aliens, aliens & left, aliens & ~left, state.f_bullets, state.e_bullets)
-    return grid(torch.stack(channels, 1))
+    return pack_rows(torch.cat(channels, 1))
+
+
+def observe(state: SpaceInvadersState) -> torch.Tensor:
+    return unpack_cells(observe_packed(state), CHANNELS)
 
 
 GAME = Game(
     name="space_invaders",
-    channels=6,
+    channels=CHANNELS,
     actions=(NOOP, LEFT, RIGHT, FIRE),
     step_noise=0,
     reset_noise=0,
@@ -179,4 +184,5 @@ GAME = Game(
     reset=reset,
     step=step,
     observe=observe,
+    observe_packed=observe_packed,
 )
