@@ -316,14 +316,16 @@ def test_stacked_quantile_network_is_each_runs_own_with_shared_or_own_fractions(
         torch.testing.assert_close(z_own[rows], single.quantiles(feature[rows], own[rows]))
 
 
-def test_stacked_convolution_is_each_runs_own():
+@pytest.mark.parametrize("form", ["forward", "forward_grouped", "forward_per_run"])
+def test_stacked_convolution_is_each_runs_own(form):
     """RunConv2d: run k's images through run k's filters alone, forward and backward, with
-    a stride and padding; unstacked, run k is run k's Conv2d again."""
+    a stride and padding, in both its forms (one grouped convolution, the GPU's; one per
+    run, the CPU's); unstacked, run k is run k's Conv2d again."""
     torch.manual_seed(0)
     convs = [torch.nn.Conv2d(3, 5, 3, stride=2, padding=1) for _ in range(N)]
     stacked = stack_modules(convs)
     x = torch.randn(N * 4, 3, 9, 9)
-    out = stacked(x)
+    out = getattr(stacked, form)(x)
     want = torch.cat([conv(part) for conv, part in zip(convs, x.chunk(N), strict=True)])
     torch.testing.assert_close(out, want)
     (out**2).sum().backward()

@@ -85,6 +85,9 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "overrides", nargs="*", help="more Hydra overrides for gpurl's side, e.g. compile.env=true"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     overrides = [
@@ -94,6 +97,7 @@ def main(argv=None) -> None:
         f"threads={args.threads}",
         "logger=none",
         "trainer.progress=false",
+        *args.overrides,
     ]
     cfg = load_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
@@ -115,6 +119,7 @@ def main(argv=None) -> None:
             "tool": "bench_minatar_dqn_floor",
             "game": args.game,
             "seeds": args.seeds,
+            "overrides": list(args.overrides),
             "iterations": args.iterations,
             "rounds": args.rounds,
             "gpurl_ms_per_iteration": round(g, 3),
