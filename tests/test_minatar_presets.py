@@ -51,6 +51,7 @@ def test_minatar_preset_composes_with_its_settings(tmp_path, preset):
     full = load_config([f"experiment={preset}"])
     assert full.env.game == game
     assert full.agent.encoder.cnn == ("flat" if agent == "ppo" else "minatar")
+    assert full.compile.env == (agent != "ppo")  # PQN and DQN compile the env's step
     if agent == "ppo":  # gymnax-blines' MinAtar PPO, on gymnax's env settings
         assert full.trainer.total_frames >= 10_000_000 and full.env.num_envs == 64
         assert full.agent.gamma == 0.999 and full.agent.lr == 5e-4
