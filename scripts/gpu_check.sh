@@ -84,10 +84,12 @@ if [[ $what == headline ]]; then
     done
   done
   # 3. MinAtar PQN at the preset's 128 envs, eager and CUDA graphs: the run's frames/s
-  # and its launches (a 1M-frame eager run gave 11.7k frames/s)
+  # and its launches (a 1M-frame eager run gave 11.7k frames/s). The MinAtar presets'
+  # steps here run the env eagerly (compile.env=false), as these budgets were rehearsed:
+  # compiling the env's step on a fresh machine would take part of them.
   for graphs in "" $(big compile.cudagraphs=true ""); do
     step 40 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" --iterations $(big 10 2) \
-      --warmup 2 ${graphs:+--set $graphs}
+      --warmup 2 --set compile.env=false $graphs
   done
   # 4. recurrent PPO against feedforward (issue 42) at 8 and 1,024 envs, gpurl's and a bare
   # PyTorch loop's (cuDNN's LSTM: the floor under the 0.6x target); then 8-step sequences
@@ -174,7 +176,7 @@ if [[ $what == headline4 ]]; then
   for graphs in "" $(big compile.cudagraphs=true ""); do
     step 40 python3 tools/profile_train.py minatar_breakout_dqn --device "$DEV" \
       --iterations $(big 500 20) --profile-iterations $(big 20 2) --warmup 2 \
-      --set trainer.num_seeds=5 trainer.init_random_frames=$(big 200 4) ${graphs:+$graphs}
+      --set trainer.num_seeds=5 trainer.init_random_frames=$(big 200 4) compile.env=false $graphs
   done
   step 170 python3 tools/bench_compile.py --what agents --device "$DEV" --num-envs $(big 1024 4) \
     --agents marinenav_acqin marinenav_rainbow marinenav_dqn marinenav_ddpg marinenav_sac \
@@ -192,7 +194,7 @@ if [[ $what == headline4 ]]; then
   # a MinAtar PQN iteration eager and under CUDA graphs, one of them profiled
   for graphs in "" $(big compile.cudagraphs=true ""); do
     step 35 python3 tools/profile_train.py minatar_breakout_pqn --device "$DEV" \
-      --iterations $(big 10 2) --profile-iterations 1 --warmup 2 ${graphs:+--set $graphs}
+      --iterations $(big 10 2) --profile-iterations 1 --warmup 2 --set compile.env=false $graphs
   done
   echo "headline4: $(wc -l <"$B") records in $B"
 fi
@@ -214,7 +216,7 @@ if [[ $what == figures ]]; then
   step 60 python3 tools/bench_minatar.py --sides gpurl --device "$DEV" \
     --num-envs $(big "1024 16384" "64") --steps $(big 200 5) --repeats $(big 3 1)
   step 120 python3 tools/record_learning.py minatar_breakout_pqn --seeds 0 --out "$OUT/records" \
-    --suffix _gpu -- device="$DEV" trainer.total_frames=$(big 1048576 8192) \
+    --suffix _gpu -- device="$DEV" compile.env=false trainer.total_frames=$(big 1048576 8192) \
     trainer.eval_interval=$(big 524288 8192) trainer.checkpoint_interval=$(big 1048576 8192)
   echo "figures: $(wc -l <"$B") records in $B"
 fi
