@@ -186,6 +186,24 @@ def test_every_game_resets_and_steps_on_cuda(game):
     assert nxt["reward"].device.type == obs.device.type == "cuda"
 
 
+@requires_cuda
+def test_a_packed_observation_compiles_and_views_on_cuda():
+    """Space Invaders' observation leaves the compiled CUDA step as int32 words and is
+    viewed as its bool cells after the graph (LeanCore.views)."""
+    from gpurl.envs.compile import compile_lean_step
+
+    env = make_env({"name": "minatar", "game": "space_invaders"}, device="cuda", num_envs=64)
+    env.lean_reset()
+    step = compile_lean_step(env, rng="counter")
+    action = torch.randint(len(env.rules.actions), (64,), device="cuda")
+    for _ in range(5):
+        nxt, obs = step(action)
+    cells = obs["observation"]
+    assert cells.dtype == torch.bool and cells.shape == (64, 6, 10, 10)
+    assert torch.equal(cells, env.rules.observe(env.env_state.game))
+    assert nxt["observation"].dtype == torch.bool
+
+
 # -- agreement in distribution with the reference's own randomness (slow) -----------------
 EPISODES = 2000
 
