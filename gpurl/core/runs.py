@@ -134,9 +134,10 @@ class RunConv2d(nn.Module):
     On a GPU, one grouped convolution (the weight read as [N x out, ...] with groups N;
     group k holds channels [k in, (k+1) in) of the regrouped input): one kernel for N
     runs. On a CPU, one convolution per run on its slice of the batch: oneDNN's grouped
-    convolution ran 1.5-2.3x slower there than the N convolutions it stands for
-    (MinAtar DQN's 16 filters on 10 x 10 grids of 4 and 10 channels, five runs), and
-    needs the batch regrouped besides. `forward_grouped` and `forward_per_run` are the
+    convolution ran 1.5-9x slower there than the N convolutions it stands for (MinAtar's
+    16 filters on 10 x 10 grids of 4 and 10 channels, five runs, batches of 32 to 256,
+    the forward pass alone further behind than forward and backward), and needs the
+    batch regrouped besides. `forward_grouped` and `forward_per_run` are the
     two, the same numbers either way (to rounding)."""
 
     def __init__(self, layers: Sequence[nn.Conv2d]):
