@@ -285,3 +285,22 @@ def test_bench_tool_env_section_prints_records(capsys, monkeypatch):
     compiled = {r["impl"]: r["compile_seconds"] for r in records}
     assert compiled["gpurl_eager"] is None
     assert compiled["gpurl_compiled"] > 0 and compiled["gpurl_compiled_rollout"] > 0
+
+
+def test_compile_env_without_a_cpp_compiler_steps_eagerly_and_says_so(monkeypatch, capsys):
+    """compile.env on a CPU with no C++ compiler for Inductor (a preset sets it as a
+    speed-up): the env's own eager lean step, and one warning line."""
+    import gpurl.trainers.compile as trainer_compile
+    from gpurl.core.compile import CompileSpec
+    from gpurl.core.private import missing_cpp_compiler
+    from gpurl.envs.compile import CompiledLeanStep
+
+    assert missing_cpp_compiler() is None  # this machine has one
+    env = CartPoleEnv(4, seed=0)
+    assert isinstance(trainer_compile.env_step(env, CompileSpec(env=True)), CompiledLeanStep)
+    reason = "Inductor needs a C++ compiler for the CPU (g++ or clang on PATH, or $CXX)"
+    monkeypatch.setattr(trainer_compile, "missing_cpp_compiler", lambda: reason)
+    step = trainer_compile.env_step(env, CompileSpec(env=True))
+    assert step == env.lean_step
+    err = capsys.readouterr().err
+    assert f"compile.env=true: {reason}; the env steps eagerly" in err

@@ -207,6 +207,21 @@ def inductor_compile(fn: Callable, example_inputs: tuple, options: dict | None =
         return compile_graph(graph, list(example_inputs), options=options or None)
 
 
+def missing_cpp_compiler() -> str | None:
+    """Why Inductor cannot build code for the CPU on this machine (it compiles C++ with
+    g++ or clang, or $CXX), or None when it can."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        from torch._inductor.exc import InvalidCxxCompiler
+    except ImportError:  # an Inductor without these: let compiling say what it lacks
+        return None
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler:
+        return "Inductor needs a C++ compiler for the CPU (g++ or clang on PATH, or $CXX)"
+    return None
+
+
 def inductor_mode_options(mode: str) -> dict:
     """The Inductor options behind one of torch.compile's modes (e.g. "max-autotune"),
     for inductor_compile, which takes options rather than a mode; {} if unknown."""

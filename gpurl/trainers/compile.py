@@ -11,9 +11,12 @@ weights), so a greedy evaluation never replays a graph captured while exploring.
 
 from __future__ import annotations
 
+import sys
+
 from torch.func import functional_call
 
 from gpurl.core.compile import CompileSpec, compile_flat
+from gpurl.core.private import missing_cpp_compiler
 from gpurl.errors import ConfigError
 from gpurl.policies.wrapper import ActingPolicy, PolicyWrapper
 
@@ -104,6 +107,10 @@ def env_step(env, spec: CompileSpec):
     (`compile_step`: MarineNav, whose resets draw from a scenario pool), that env's
     lean_step after it did. None for other envs (TorchRL's collector steps them)."""
     if not spec.env:
+        return env.lean_step if env.lean_path else None
+    reason = missing_cpp_compiler() if env.device.type == "cpu" else None
+    if reason:  # a preset's compile.env is a speed-up only: step eagerly, and say so
+        print(f"gpurl: warning: compile.env=true: {reason}; the env steps eagerly", file=sys.stderr)
         return env.lean_step if env.lean_path else None
     from gpurl.envs.base import NativeEnv
     from gpurl.envs.compile import compile_lean_step
