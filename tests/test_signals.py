@@ -209,3 +209,52 @@ def test_a_second_signal_during_the_checkpoint_exits_at_once_and_the_requeue_rec
     assert again.returncode == 0, err
     resumed = json.loads((run_dir / "summary.json").read_text())
     assert resumed["frames"] == 2000 and history(resumed) == history(uninterrupted)
+
+
+@pytest.mark.slow  # three short MinAtar runs, each compiling the env's step
+def test_a_minatar_preset_with_its_compiled_env_resumes_bitwise(tmp_path):
+    """The MinAtar presets compile the env's step (compile.env=true): a run stopped by
+    SIGTERM and requeued ends with the uninterrupted run's weights, every tensor equal."""
+    args = [
+        "experiment=minatar_breakout_dqn", "trainer.total_frames=3000",
+        "trainer.init_random_frames=200", "trainer.eval_interval=1000",
+        "trainer.checkpoint_interval=500", "trainer.buffer_size=5000", "env.eval_envs=2",
+        "env.max_episode_steps=200", "logger=none", "trainer.progress=false", "threads=1",
+        "trainer.resume=auto",
+    ]  # fmt: skip
+
+    def run(run_dir):
+        return subprocess.Popen(
+            [sys.executable, "-m", "gpurl.train", *args, f"hydra.run.dir={run_dir}"],
+            cwd=tmp_path, env={**os.environ, "PYTHONPATH": pythonpath(ROOT)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    whole = run(tmp_path / "whole")
+    assert whole.wait(timeout=300) == 0, whole.communicate()
+    stopped = run(tmp_path / "stopped")
+    wait_for_checkpoint(tmp_path / "stopped", stopped, 500)
+    stopped.send_signal(signal.SIGTERM)
+    assert stopped.wait(timeout=120) == exit_code("SIGTERM"), stopped.communicate()
+    frames = torch.load(tmp_path / "stopped/checkpoints/last.pt", weights_only=True)["frames"]
+    assert frames < 3000
+    again = run(tmp_path / "stopped")
+    assert again.wait(timeout=300) == 0, again.communicate()
+
+    def agent(run_dir):
+        state = torch.load(run_dir / "checkpoints/last.pt", weights_only=True)
+        assert state["frames"] == 3000
+        return state["agent"]
+
+    def tensors(x, path=""):
+        if isinstance(x, torch.Tensor):
+            yield path, x
+        elif isinstance(x, dict | list | tuple):
+            items = x.items() if isinstance(x, dict) else enumerate(x)
+            for k, v in items:
+                yield from tensors(v, f"{path}/{k}")
+
+    a, b = dict(tensors(agent(tmp_path / "whole"))), dict(tensors(agent(tmp_path / "stopped")))
+    assert a.keys() == b.keys() and len(a) > 10
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
