@@ -86,7 +86,7 @@ def test_minatar_preset_trains_a_few_iterations(tmp_path, preset):
 
 
 def test_a_minatar_preset_trains_seeds_in_one_process(tmp_path):
-    """trainer.num_seeds: the CNN stacks into one grouped convolution (RunConv2d), each
+    """trainer.num_seeds: the CNN stacks (RunConv2d: a convolution for the runs), each
     run is evaluated, and run k's network is a plain one again when unstacked."""
     from gpurl.core.runs import RunConv2d, unstack_module
 

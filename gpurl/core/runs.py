@@ -10,8 +10,8 @@ The networks. `Runs.build(factory)` calls the factory once per run, each under r
 own generator (seeded seed + k, so run k's initial weights depend on its seed alone),
 and stacks the N copies into one module whose Linear, LayerNorm and Conv2d layers hold
 all N runs' weights (RunLinear, RunLayerNorm, RunConv2d). Such a module runs N networks
-in one batched matmul (or one grouped convolution) per layer, and the module's own code
-(forward, sample, logits...) runs unchanged.
+in one batched matmul per layer (a convolution: one grouped call on a GPU, a call per
+run on a CPU), and the module's own code (forward, sample, logits...) runs unchanged.
 
 The update. Each run's loss is a mean over its rows, and the agents' losses are means
 over all N x B rows; RunAdam's `backward_and_step` scales the loss by N, so the
