@@ -201,7 +201,8 @@ EXACT_CASES = {
     "dqn_cartpole_lstm_prioritized": ["agent=dqn", "agent.recurrent=lstm", *SEQUENCES],
     # recurrent IQN: the same, under the quantile head's own draws
     "iqn_cartpole_gru_prioritized": ["agent=iqn", "agent.recurrent=gru", *SEQUENCES],
-    # MinAtar: the game state, sticky actions' and difficulty ramping's draws
+    # MinAtar: the game state, sticky actions' and difficulty ramping's draws, through
+    # the preset's compiled env step (compile.env=true)
     "dqn_minatar_breakout": [
         "experiment=minatar_breakout_dqn",
         "trainer.batch_size=8",
