@@ -602,3 +602,42 @@ def test_a_group_evaluates_in_one_pass_where_the_protocol_splits_by_run(tmp_path
         ["env=marinenav", "agent=dqn", *SMALL, "env.eval_envs=60", "trainer.num_seeds=2"]
     )
     assert len(build(cfg, tmp_path / "marinenav").run_eval_envs) == 2
+
+
+def logged_intervals(run_dir):
+    """{frames: (episodes, mean return)} of a run's CSV-logged training intervals."""
+    (logs,) = (run_dir / "logs").iterdir()
+
+    def column(name):
+        lines = (logs / "scalars" / "train" / f"episode_{name}.csv").read_text().split()
+        return {int(f): float(v) for f, v in (line.split(",") for line in lines)}
+
+    counts, returns = column("episodes"), column("return")
+    return {f: (counts[f], returns[f]) for f in counts}
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_summaries_give_the_last_hundred_training_episodes(tmp_path, seeds):
+    """final_train_return, the figure published DQN curves report (the exploring
+    policy's last 100 or more episodes, whole log intervals), in a run's summary and in
+    each run's of a group, from the episodes each run finished."""
+    cfg = load_config(
+        [*INDEPENDENCE_CASES["dqn"], "trainer.progress=false", "env.eval_envs=2",
+         "agent.hidden=[16,16]", "trainer.total_frames=4000", "trainer.eval_interval=4000",
+         "trainer.log_interval=400", f"trainer.num_seeds={seeds}"]
+    )  # fmt: skip
+    path = run(cfg, tmp_path)
+    logged = logged_intervals(tmp_path)
+    if seeds == 1:  # exactly the logged intervals from since_frames on
+        final = json.loads(path.read_text())["final_train_return"]
+        window = [v for f, v in logged.items() if f >= final["since_frames"]]
+        assert final["episodes"] == sum(n for n, _ in window) >= 100
+        assert final["return"] == pytest.approx(sum(n * r for n, r in window) / final["episodes"])
+        return
+    for seed in range(seeds):  # each run's own episodes (the CSV sums the runs')
+        summary = json.loads((tmp_path / "seeds" / f"seed_{seed}" / "summary.json").read_text())
+        final = summary["final_train_return"]
+        # CartPole's episodes are tens of frames: its 2 envs make hundreds
+        assert final["episodes"] >= 100 and final["return"] > 0
+        window = sum(n for f, (n, _) in logged.items() if f >= final["since_frames"])
+        assert final["episodes"] < window  # one run's share of both runs' episodes

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -9,7 +11,7 @@ from gpurl.envs.foreign import first_episode_returns
 from gpurl.envs.info import env_info
 from gpurl.policies import PolicyWrapper, QNetwork, SpecEncoder, make_exploration
 from gpurl.trainers.collector import LeanCollector
-from gpurl.trainers.metrics import EpisodeTracker, MetricSums
+from gpurl.trainers.metrics import EpisodeTracker, MetricSums, final_train_return
 
 
 def rollout(rewards, dones):
@@ -35,8 +37,42 @@ def test_episode_tracker_counts_finished_episodes_across_batches():
     tracker.update(time_major(b))
     stats = tracker.read()
     # env 0: episodes of 2 and 4 steps (returns 2, 4); env 1: one of 4 steps (return 8)
-    assert stats == {"episodes": 3.0, "return": 14 / 3, "length": 10 / 3, "run_returns": [14 / 3]}
+    assert stats == {
+        "episodes": 3,
+        "return": 14 / 3,
+        "length": 10 / 3,
+        "run_returns": [14 / 3],
+        "run_episodes": [3],
+    }
     assert tracker.read() is None  # read resets
+
+
+def test_episode_tracker_counts_each_runs_episodes():
+    tracker = EpisodeTracker(2, "cpu", runs=2)  # env 0 is run 0's, env 1 run 1's
+    tracker.update(time_major(rollout([[1, 1, 1], [2, 2, 2]], [[True, False, True], [False] * 3])))
+    stats = tracker.read()
+    # run 0: episodes of 1 and 2 steps (returns 1, 2); run 1: none yet
+    assert stats["run_episodes"] == [2, 0] and stats["run_returns"][0] == 1.5
+    assert math.isnan(stats["run_returns"][1])
+
+
+def test_final_train_return_takes_whole_intervals_back_to_the_episode_count():
+    # (frames, mean return, episodes) per log interval
+    history = [(10, 0.0, 80), (20, 1.0, 60), (30, 2.0, 30), (40, 4.0, 50)]
+    # newest first: 50 + 30 = 80 < 100, then + 60 = 140: the last three intervals
+    assert final_train_return(history) == {
+        "return": (4.0 * 50 + 2.0 * 30 + 1.0 * 60) / 140,
+        "episodes": 140,
+        "since_frames": 20,
+    }
+    assert final_train_return(history, episodes=50) == {
+        "return": 4.0,
+        "episodes": 50,
+        "since_frames": 40,
+    }
+    assert final_train_return(history[:1]) is None  # fewer than 100 episodes
+    # entries from before counts were kept end the walk: the figure is not made up
+    assert final_train_return([(10, 1.0), (20, 2.0, 60)]) is None
 
 
 def test_metric_sums_average_each_key_over_its_own_count():

@@ -48,7 +48,7 @@ from gpurl.trainers.checkpoint import read_checkpoint, save_checkpoint
 from gpurl.trainers.compile import compile_policy, env_step
 from gpurl.trainers.evaluation import evaluate_protocol
 from gpurl.trainers.loggers import log_video
-from gpurl.trainers.metrics import EpisodeTracker, MetricSums
+from gpurl.trainers.metrics import EpisodeTracker, MetricSums, final_train_return
 from gpurl.trainers.pbt import (
     Population,
     ScheduleReplay,
@@ -104,14 +104,14 @@ class Trainer:
         self.run_eval_envs = list(run_eval_envs or [eval_env])
         self.tracker = EpisodeTracker(env.batch_size.numel(), self.device, self.runs.n)
         self.run_eval_log: list[list[dict]] = [[] for _ in range(self.runs.n)]
-        self.run_train_history: list[list[tuple[int, float]]] = [[] for _ in range(self.runs.n)]
+        self.run_train_history: list[list[tuple]] = [[] for _ in range(self.runs.n)]
         self.metrics = MetricSums()
         self.eval_history: list[tuple[int, float]] = []
         self.eval_metrics: dict[str, float] = {}
         # Every evaluation's full metrics (MarineNav: success, collisions... per stage)
         # and the run's wall time when it began (earlier evaluations included), its length.
         self.eval_log: list[dict[str, float]] = []
-        self.train_history: list[tuple[int, float]] = []
+        self.train_history: list[tuple] = []  # (frames, mean return, episodes)
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
         self.best_path = self.run_dir / "checkpoints" / "best.pt"
@@ -249,11 +249,13 @@ class Trainer:
         scalars = {f"train/{k}": v for k, v in values.items()}
         episodes = self.tracker.read()
         if episodes is not None:
+            # (frames, mean return, episodes) per interval: final_train_return's input
+            counts = episodes.pop("run_episodes")
             for k, ret in enumerate(episodes.pop("run_returns")):
                 if math.isfinite(ret) and self.runs.many:
-                    self.run_train_history[k].append((self.frames, ret))
+                    self.run_train_history[k].append((self.frames, ret, counts[k]))
             scalars.update({f"train/episode_{k}": v for k, v in episodes.items()})
-            self.train_history.append((self.frames, episodes["return"]))
+            self.train_history.append((self.frames, episodes["return"], episodes["episodes"]))
         env_stats = self.env.read_stats()
         if env_stats is not None:  # the env's own counters (pixels: success, length)
             scalars.update({f"train/env_{k}": v for k, v in env_stats.items()})
@@ -565,6 +567,7 @@ class Trainer:
             "best_eval_return": best,
             "eval_history": self.eval_history,
             "eval_log": self.eval_log,
+            "final_train_return": final_train_return(self.train_history),
             "stopped_at_return": self.reached(self.cfg.get("stop_at_return")),
             **self.stop_record(),
             "wall_time_s": round(self.wall_time, 2),
@@ -608,6 +611,7 @@ class Trainer:
                     "eval_history": history,
                     "eval_log": log,
                     "train_history": self.run_train_history[k],
+                    "final_train_return": final_train_return(self.run_train_history[k]),
                     "wall_time_s": round(self.wall_time, 2),
                     "checkpoint": str(self.checkpoint_path),
                 }

@@ -41,8 +41,8 @@ class EpisodeTracker:
 
     def read(self) -> dict | None:
         """Mean return and length of the episodes finished since the last read, over all
-        runs, and "run_returns": each run's mean return (nan where none finished). One
-        host read."""
+        runs, "run_returns": each run's mean return (nan where none finished) and
+        "run_episodes": how many each run finished. One host read."""
         rows = self.finished.tolist()
         self.finished.zero_()
         episodes, returns, lengths = (sum(col) for col in zip(*rows, strict=True))
@@ -50,10 +50,11 @@ class EpisodeTracker:
             return None
         run_returns = [r / e if e else math.nan for e, r, _ in rows]
         return {
-            "episodes": episodes,
+            "episodes": int(episodes),
             "return": returns / episodes,
             "length": lengths / episodes,
             "run_returns": run_returns,
+            "run_episodes": [int(e) for e, _, _ in rows],
         }
 
     def state_dict(self):
@@ -63,6 +64,27 @@ class EpisodeTracker:
         self.finished.copy_(state["finished"].reshape(self.finished.shape))
         self.running.copy_(state["running"])
         self.length.copy_(state["length"])
+
+
+FINAL_TRAIN_EPISODES = 100  # the MinAtar paper's figure: the last 100 training episodes
+
+
+def final_train_return(history: list, episodes: int = FINAL_TRAIN_EPISODES) -> dict | None:
+    """The mean return of a run's last `episodes` or more training episodes (the
+    exploring policy's, as published learning curves of DQN report it), from its
+    training history of (frames, mean return, episodes) per log interval: whole
+    intervals, newest first, until they hold `episodes` ("since_frames": the frames
+    logged with the earliest interval taken). None when the history holds
+    fewer, or entries without counts (logged before counts were kept)."""
+    total, weighted = 0, 0.0
+    for entry in reversed(history):
+        if len(entry) < 3:
+            return None
+        frames, ret, n = entry[:3]
+        total, weighted = total + n, weighted + ret * n
+        if total >= episodes:
+            return {"return": weighted / total, "episodes": total, "since_frames": frames}
+    return None
 
 
 class MetricSums:

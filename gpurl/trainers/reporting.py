@@ -16,7 +16,7 @@ def plot_learning_curve(path: Path, title: str, eval_history, train_history) -> 
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     if train_history:
-        f, r = zip(*train_history, strict=True)
+        f, r = [h[0] for h in train_history], [h[1] for h in train_history]
         ax.plot(f, r, color="tab:blue", alpha=0.6, lw=1.2, label="training episodes (mean)")
     if eval_history:
         f, r = zip(*eval_history, strict=True)
