@@ -115,3 +115,25 @@ def test_a_runs_table_shows_the_iqm_and_the_published_figures(tmp_path, monkeypa
     assert cells[5:7] == ["16.4", "-"]  # gymnax has no Seaquest
     sources = [line for line in rest if line.startswith("minatar-dqn (published)")]
     assert "arXiv:1903.03176" in sources[0] and "github.com/kenjyoung/MinAtar" in sources[0]
+
+
+def test_a_runs_table_shows_the_last_training_episodes_where_asked(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for seed, value in enumerate([10.0, 20.0, 30.0]):
+        record = {
+            "seed": seed,
+            "frames": 100,
+            "eval_metrics": {"return": value},
+            "final_train_return": {"return": value / 2, "episodes": 120, "since_frames": 90},
+        }
+        if seed == 2:  # a record from before the figure was kept
+            del record["final_train_return"]
+        (runs / f"x_s{seed}_summary.json").write_text(json.dumps(record))
+    monkeypatch.setattr(report, "BENCH", tmp_path)
+    table = {"train_return": True, "runs": [{"label": "x", "records": "runs/x_s*_summary.json"}]}
+    head, _, row, *_ = report.runs_table(table, {}, {})
+    assert "| last 100+ training episodes per seed | their IQM [95% CI] |" in head
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[4] == f"5.0, 10.0, {report.NOT_RECORDED}"
+    assert cells[5].startswith("**7.5**")

@@ -10,10 +10,11 @@ tables, and every table row points at records:
 
 - a `runs` table reads run records (summary.json copies: tools/record_learning.py) and
   shows each row's final evaluation per seed, their mean with a bootstrap 95% interval
-  (gpurl.utils.aggregate; the IQM too with `iqm: true`), the published figures of the
-  row's `task` from tools/peers/published.yaml (`published: {section, impls}`), frames,
-  the first evaluation at the row's threshold, wall time, and the records' device,
-  date, commit and torch;
+  (gpurl.utils.aggregate; the IQM too with `iqm: true`; with `train_return: true` each
+  seed's final_train_return, the last 100+ training episodes, and their IQM), the
+  published figures of the row's `task` from tools/peers/published.yaml (`published:
+  {section, impls}`), frames, the first evaluation at the row's threshold, wall time,
+  and the records' device, date, commit and torch;
 - a `lines` table reads JSON-lines records (the bench and eval tools) and shows named
   fields of the lines a row's `where` selects (narrowed by a column's own `where`, if
   it has one): one line as it is, several as mean ± sd. A row's `at` reads the fields
@@ -139,6 +140,8 @@ def runs_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
     head = ["run", "seeds", f"final {metric} per seed", "mean [95% CI]"]
     if table.get("iqm"):
         head.append("IQM [95% CI]")
+    if table.get("train_return"):  # the exploring policy's, as published DQN curves
+        head += ["last 100+ training episodes per seed", "their IQM [95% CI]"]
     published = published_figures(table.get("published"))
     head += [f"{impl} (published)" for impl in published]
     head.append("frames")
@@ -157,6 +160,9 @@ def runs_table(table: dict, cache: dict, rows_by_id: dict) -> list[str]:
         ]
         if table.get("iqm"):
             cells.append(mean_ci(finals, fmt, "iqm"))
+        if table.get("train_return"):
+            trains = [(r.get("final_train_return") or {}).get("return") for r in records]
+            cells += [", ".join(_fmt(fmt, v) for v in trains), mean_ci(trains, fmt, "iqm")]
         cells += [_published_cell(entry, row.get("task")) for entry in published.values()]
         cells.append(_distinct([f"{r['frames']:,}" for r in records]))
         if threshold is not None:
