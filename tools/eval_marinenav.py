@@ -44,10 +44,10 @@ import torchrl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gpurl.envs.marinenav import MarineNavContinuousEnv, MarineNavEnv  # noqa: E402
+from gpurl.envs.marinenav.env import make_eval_env  # noqa: E402
 from gpurl.envs.marinenav.evaluation import (  # noqa: E402
     EVAL_SEED,
     evaluation_scenarios,
-    make_eval_env,
     run_episodes,
     summarize,
 )

@@ -16,7 +16,8 @@ from gpurl.envs.marinenav.curriculum import (
     stage_table,
 )
 from gpurl.envs.marinenav.dynamics import GOAL_RADIUS, ROBOT_RADIUS
-from gpurl.envs.marinenav.evaluation import evaluation_scenarios, make_eval_env, run_episodes
+from gpurl.envs.marinenav.env import make_eval_env
+from gpurl.envs.marinenav.evaluation import evaluation_scenarios, run_episodes
 from gpurl.envs.marinenav.scripted import RandomPolicy, ScriptedPolicy
 from gpurl.errors import ConfigError
 from gpurl.utils.host_reads import count_host_reads

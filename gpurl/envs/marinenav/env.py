@@ -44,6 +44,7 @@ from gpurl.envs.marinenav.curriculum import (
     stage_table,
 )
 from gpurl.envs.marinenav.dynamics import fossen_substeps
+from gpurl.envs.marinenav.evaluation import evaluation_scenarios, protocol_metrics, run_episodes
 from gpurl.envs.marinenav.perception import (
     MAX_OBJECTS,
     collisions,
@@ -650,12 +651,6 @@ class MarineNavEnv(state_attributes(MarineNavState), NativeEnv):
         """The fixed evaluation set (10 episodes per curriculum stage, seed 253), played
         by `policy` on this env, which must have one env per episode (make_eval_env, or
         env.eval_envs = 10 x stages). Overall and per-stage metrics, host floats."""
-        from gpurl.envs.marinenav.evaluation import (
-            evaluation_scenarios,
-            protocol_metrics,
-            run_episodes,
-        )
-
         self.check_evaluation()
         if self._eval_scenarios is None:
             self._eval_scenarios = evaluation_scenarios(
@@ -747,6 +742,13 @@ class MarineNavContinuousEnv(MarineNavEnv):
     """MarineNav with 2 continuous actions in [-1, 1] (x 1000 N/s thrust-change rates)."""
 
     continuous = True
+
+
+def make_eval_env(env_cls=MarineNavEnv, device="cpu", **kwargs) -> MarineNavEnv:
+    """An env with one slot per evaluation episode (the pool stays small: it is unused)."""
+    kwargs.setdefault("pool_size", 64)
+    stages = len(parse_curriculum(kwargs.get("curriculum")))
+    return env_cls(num_envs=EVAL_EPISODES_PER_STAGE * stages, device=device, **kwargs)
 
 
 def _as_tuples(value):

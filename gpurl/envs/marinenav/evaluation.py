@@ -21,15 +21,14 @@ from collections.abc import Callable, Sequence
 import torch
 from tensordict import TensorDictBase
 
+from gpurl.envs.base import NativeEnv
 from gpurl.envs.marinenav.curriculum import (
     CURRICULUM,
     EVAL_EPISODES_PER_STAGE,
     EVAL_SEED,
     Stage,
-    parse_curriculum,
     stage_table,
 )
-from gpurl.envs.marinenav.env import MarineNavEnv
 from gpurl.envs.marinenav.scenario import sample_scenarios
 
 NUM_EVAL_EPISODES = EVAL_EPISODES_PER_STAGE * len(CURRICULUM)
@@ -62,16 +61,9 @@ def evaluation_scenarios(
     return sc
 
 
-def make_eval_env(env_cls=MarineNavEnv, device="cpu", **kwargs) -> MarineNavEnv:
-    """An env with one slot per evaluation episode (the pool stays small: it is unused)."""
-    kwargs.setdefault("pool_size", 64)
-    stages = len(parse_curriculum(kwargs.get("curriculum")))
-    return env_cls(num_envs=EVAL_EPISODES_PER_STAGE * stages, device=device, **kwargs)
-
-
 @torch.no_grad()
 def run_episodes(
-    env: MarineNavEnv,
+    env: NativeEnv,
     policy: Callable[[TensorDictBase], TensorDictBase],
     scenarios: dict[str, torch.Tensor],
     seed: int = EVAL_SEED,

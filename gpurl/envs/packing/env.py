@@ -29,6 +29,7 @@ from gpurl.envs.base import NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 from gpurl.envs.packing import reward as rw
 from gpurl.envs.packing.catalog import PROCEDURAL_KINDS, procedural_items
+from gpurl.envs.packing.evaluation import evaluate
 from gpurl.envs.packing.features import MANAGER_SCALARS, candidate_slots, manager_scalars
 from gpurl.envs.packing.geometry import PackingGeometry
 from gpurl.envs.packing.heightmaps import build_item_maps, max_footprint
@@ -306,8 +307,6 @@ class PackingEnv(state_attributes(PackingState), NativeEnv):
         """One episode per env with `policy` (a TensorDict module): means of packed count,
         success, utilisation, C, P and max height, host floats; "return" is the mean
         utilisation, the quantity a packer maximises."""
-        from gpurl.envs.packing.evaluation import evaluate
-
         metrics = evaluate(self, lambda geometry: policy)
         return {"return": metrics["utilisation"], **metrics}
 

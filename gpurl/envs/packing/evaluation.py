@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from tensordict import TensorDictBase
 
-from gpurl.envs.packing.env import PackingEnv
+from gpurl.envs.base import NativeEnv
 from gpurl.envs.packing.geometry import PackingGeometry
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
@@ -19,7 +19,7 @@ Policy = Callable[[TensorDictBase], TensorDictBase]
 
 @torch.no_grad()
 def episode_metrics(
-    env: PackingEnv, policy_factory: Callable[[PackingGeometry], Policy]
+    env: NativeEnv, policy_factory: Callable[[PackingGeometry], Policy]
 ) -> dict[str, torch.Tensor]:
     """Run one episode in every env; metrics [B] as they stood when each episode ended."""
     policy = policy_factory(env.geometry)
@@ -41,7 +41,7 @@ def episode_metrics(
     return final
 
 
-def evaluate(env: PackingEnv, policy_factory: Callable[[PackingGeometry], Policy]) -> dict:
+def evaluate(env: NativeEnv, policy_factory: Callable[[PackingGeometry], Policy]) -> dict:
     """Means over the env's episodes (one per env) of packed, success, utilisation, C, P
     and max height; read on the host once, at the end."""
     per_episode = episode_metrics(env, policy_factory)
