@@ -46,6 +46,7 @@ from gpurl.core.targets import resolve_target
 from gpurl.envs.config import COLLECTORS, AnyEnvConfig
 from gpurl.envs.hooks import EnvHooks
 from gpurl.errors import ConfigError
+from gpurl.utils.host_reads import count_host_reads
 
 
 def first_copy_seed(seed: int) -> int:
@@ -98,8 +99,6 @@ class ForeignEnv(EnvHooks, TransformedEnv):
     def _probe_host_reads(self) -> int:
         """Host reads of a lean step with a random action, after one to warm up (then
         the envs start afresh)."""
-        from gpurl.utils.host_reads import count_host_reads
-
         action = self.full_action_spec[self.action_key]
         self.lean_reset()
         self.lean_step(action.rand())  # warm-up: first calls may allocate and check

@@ -59,6 +59,7 @@ from gpurl.trainers.pbt import (
 )
 from gpurl.trainers.reporting import plot_learning_curve
 from gpurl.trainers.seeds import evaluate_runs, mean_metrics, plot_seeds
+from gpurl.utils.aggregate import aggregate
 
 
 class Trainer:
@@ -590,8 +591,6 @@ class Trainer:
         """The group's summary (each run's final evaluation, their IQM and mean with
         intervals, the seeds figure) and, under "run_summaries", each run's own
         (train.run writes them: trainers/seeds.py)."""
-        from gpurl.utils.aggregate import aggregate
-
         runs = []
         for k, seed in enumerate(self.runs.seeds):
             log = self.run_eval_log[k]

@@ -17,6 +17,8 @@ from torch.func import functional_call
 
 from gpurl.core.compile import CompileSpec, compile_flat
 from gpurl.core.private import missing_cpp_compiler
+from gpurl.envs.base import NativeEnv
+from gpurl.envs.compile import compile_lean_step
 from gpurl.errors import ConfigError
 from gpurl.policies.wrapper import ActingPolicy, PolicyWrapper
 
@@ -112,9 +114,6 @@ def env_step(env, spec: CompileSpec):
     if reason:  # a preset's compile.env is a speed-up only: step eagerly, and say so
         print(f"gpurl: warning: compile.env=true: {reason}; the env steps eagerly", file=sys.stderr)
         return env.lean_step if env.lean_path else None
-    from gpurl.envs.base import NativeEnv
-    from gpurl.envs.compile import compile_lean_step
-
     if isinstance(env, NativeEnv) and env.lean_core() is None and env.compile_step():
         return env.lean_step
     return compile_lean_step(env)

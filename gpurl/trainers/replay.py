@@ -53,6 +53,7 @@ from gpurl.core.runs import balance_runs
 from gpurl.core.schedules import LinearSchedule
 from gpurl.envs.info import EnvInfo
 from gpurl.errors import ConfigError
+from gpurl.trainers.priority import importance_weights, make_priority_sampler
 
 
 class DeviceReplay:
@@ -90,8 +91,6 @@ class DeviceReplay:
         self.env_dtypes: dict = {}  # the env's dtype of each entry stored narrower
         self.sampler = None
         if spec.prioritized:
-            from gpurl.trainers.priority import make_priority_sampler
-
             self.sampler = make_priority_sampler(spec.sampler, self.priority_slots(), device)
             self.max_priority = torch.ones((), device=self.device)
         self.beta = LinearSchedule(spec.beta_start, spec.beta_end, spec.beta_frames)
@@ -233,8 +232,6 @@ class DeviceReplay:
             index = self.uniform_index(count)
             weight = torch.ones(n, device=self.device)
         else:  # one run (prioritized replay refuses more): count is every filled slot
-            from gpurl.trainers.priority import importance_weights
-
             index, prob = self.sampler.sample(n)
             frames = (
                 progress.frames if progress is not None else torch.zeros((), device=self.device)

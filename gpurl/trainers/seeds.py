@@ -24,6 +24,8 @@ import yaml
 
 from gpurl.core.runs import unstack_module
 from gpurl.trainers.evaluation import evaluate_by_run, evaluate_protocol
+from gpurl.trainers.reporting import plot_learning_curve, write_summary
+from gpurl.utils.aggregate import curve_band
 
 
 def evaluate_runs(eval_envs, policy, runs: int) -> list[dict[str, float]]:
@@ -64,8 +66,6 @@ GROUP_ONLY = ("aggregate", "runs", "seeds", "num_seeds", "eval_returns", "per_se
 
 def write_runs(run_dir: Path, group: dict, runs: list[dict]) -> list[Path]:
     """Each run's summary.json and .hydra/overrides.yaml under run_dir/seeds/."""
-    from gpurl.trainers.reporting import plot_learning_curve, write_summary
-
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
     overrides = yaml.safe_load(overrides_file.read_text()) or [] if overrides_file.is_file() else []
     paths = []
@@ -91,8 +91,6 @@ def plot_seeds(path: Path, title: str, histories: list[list[tuple[int, float]]])
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from gpurl.utils.aggregate import curve_band
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     for history in histories:
