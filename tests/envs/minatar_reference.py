@@ -104,7 +104,7 @@ def run_parity(env, sites, steps: int, seed: int = 0, weights=None, setup=None):
         _same(ref, obs[i], f"env {i} after its first reset")
     if setup is not None:
         setup(env, [ref for ref, _ in refs])
-    actions = torch.tensor(env.rules.actions)
+    actions = torch.tensor(env.actions)
     odds = torch.ones(len(actions)) if weights is None else torch.tensor(weights, dtype=torch.float)
     gen = torch.Generator().manual_seed(seed)
     ended, rewards = 0, 0.0

@@ -135,6 +135,16 @@ def test_parity_with_the_reference(game, sticky, ramping):
     assert not main or (ended > 0 and rewards > 0)
 
 
+@pytest.mark.parametrize("game", SITES)
+def test_parity_with_the_reference_in_all_six_actions(game):
+    """env.minimal_actions=false: the agent picks among MinAtar's six actions, as the
+    paper's DQN did; the ones a game ignores are no-ops on both sides."""
+    env = _env(game, minimal_actions=False, seed=3)
+    assert env.actions == (0, 1, 2, 3, 4, 5) and env.action_spec.n == 6
+    ended, rewards = run_parity(env, SITES[game], 120, seed=3, setup=POLICY.get(game, (0, None))[1])
+    assert ended + rewards > 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("game", SITES)
 def test_long_parity_with_the_reference(game):

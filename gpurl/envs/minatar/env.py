@@ -3,7 +3,8 @@
 `env=minatar env.game=<game>`. Observation "observation": bool [B, C, 10, 10], the
 game's channels first (MinAtar's state() is [10, 10, C]; channels first is what gpurl's
 image encoder reads). Actions: the game's minimal action set, 0..n-1, in MinAtar's
-minimal_action_set() order. Sticky actions (env.sticky_prob, 0.1 as published): with
+minimal_action_set() order (env.minimal_actions=false: all six, 0..5, MinAtar's full
+set, as the paper's DQN acted). Sticky actions (env.sticky_prob, 0.1 as published): with
 that probability a step repeats the previous action instead, as MinAtar's Environment
 does, the previous action carrying over resets as there. Difficulty ramping
 (env.difficulty_ramping) for the games that have one. All randomness is uniforms drawn
@@ -24,7 +25,7 @@ from gpurl.core.registry import register
 from gpurl.envs.base import LeanCore, NativeEnv, StepResult, state_attributes
 from gpurl.envs.config import EnvConfig
 from gpurl.envs.minatar import asterix, breakout, freeway, seaquest, space_invaders
-from gpurl.envs.minatar.grid import SIZE, Game, lookup, unpack_cells
+from gpurl.envs.minatar.grid import FULL_ACTIONS, SIZE, Game, lookup, unpack_cells
 from gpurl.errors import ConfigError
 
 GAMES: dict[str, Game] = {
@@ -69,6 +70,11 @@ class MinAtarConfig(EnvConfig):
     max_episode_steps: int = key(
         10_000, "steps before an episode is truncated (MinAtar has no cap: a FIX)", ge=1
     )
+    minimal_actions: bool = key(
+        True,
+        "true: the game's minimal action set; false: all six, as the MinAtar paper's DQN "
+        "acted (examples/dqn.py: the actions a game ignores are no-ops)",
+    )
 
 
 @register("env", "minatar", MinAtarConfig)
@@ -83,6 +89,7 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         sticky_prob: float = 0.1,
         difficulty_ramping: bool = True,
         max_episode_steps: int = 10_000,
+        minimal_actions: bool = True,
     ):
         spec = check_game(game)
         if not 0.0 <= float(sticky_prob) <= 1.0:
@@ -94,6 +101,8 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         self.sticky_prob = float(sticky_prob)
         self.ramping = bool(difficulty_ramping)
         self.max_episode_steps = int(max_episode_steps)
+        # the actions the agent picks from, as full-set indices
+        self.actions = spec.actions if minimal_actions else FULL_ACTIONS
         b = self.batch_size
         self._set_specs(
             {
@@ -101,7 +110,7 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
                     2, shape=(*b, spec.channels, SIZE, SIZE), dtype=torch.bool, device=self.device
                 )
             },
-            Categorical(len(spec.actions), shape=b, device=self.device),
+            Categorical(len(self.actions), shape=b, device=self.device),
         )
         zero = torch.zeros(b, dtype=torch.int64, device=self.device)
         self.env_state = MinAtarState(spec.init(self.num_envs, self.device), zero, zero)
@@ -121,7 +130,7 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
     def _advance(self, action):
         game, last, steps = self.env_state
         u = self._uniform(1 + self.rules.step_noise)
-        full = lookup(self.rules.actions, action.reshape(self.batch_size).long())
+        full = lookup(self.actions, action.reshape(self.batch_size).long())
         full = torch.where(u[:, 0] < self.sticky_prob, last, full)
         game, reward, terminal = self.rules.step(game, full, u[:, 1:], self.ramping)
         steps = steps + 1
@@ -158,7 +167,10 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         if rules.observe_packed is not None:
             views["observation"] = partial(unpack_cells, channels=rules.channels)
         return LeanCore(
-            step=_core(rules, observe, self.sticky_prob, self.ramping, self.max_episode_steps),
+            step=_core(
+                rules, self.actions, observe, self.sticky_prob, self.ramping,
+                self.max_episode_steps,
+            ),  # fmt: skip
             noise_shapes=(torch.Size((b, 1 + rules.step_noise)),
                           torch.Size((b, rules.reset_noise))),
             observe=lambda game, last, steps: {"observation": observe(game)},
@@ -175,16 +187,17 @@ class MinAtarEnv(state_attributes(MinAtarState), NativeEnv):
         )  # fmt: skip
 
 
-def _core(rules: Game, observe, sticky: float, ramping: bool, max_steps: int):
+def _core(rules: Game, actions, observe, sticky: float, ramping: bool, max_steps: int):
     """LeanCore.step: the sticky-action draw, the game's step, then fresh episodes where
     done, from the same uniforms lean_step draws (the step's, then the reset's).
-    `observe`: the game's observe, or its observe_packed."""
+    `actions`: the env's action set as full-set indices; `observe`: the game's observe,
+    or its observe_packed."""
 
     def step(work, action, noise, force_reset=False):
         game, last, steps = work
         u, fresh = noise
         full = torch.where(
-            u[:, 0] < sticky, last, lookup(rules.actions, action.reshape(last.shape).long())
+            u[:, 0] < sticky, last, lookup(actions, action.reshape(last.shape).long())
         )
         game, reward, terminal = rules.step(game, full, u[:, 1:], ramping)
         steps = steps + 1

@@ -11,6 +11,7 @@ import torch
 SIZE = 10  # the grid is SIZE x SIZE cells
 # MinAtar's full action set; a game acts through its minimal subset of these
 NOOP, LEFT, UP, RIGHT, DOWN, FIRE = range(6)
+FULL_ACTIONS = (NOOP, LEFT, UP, RIGHT, DOWN, FIRE)
 
 
 @dataclass(frozen=True)
