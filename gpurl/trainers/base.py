@@ -57,7 +57,7 @@ from gpurl.trainers.pbt import (
     plot_population,
     run_tensors,
 )
-from gpurl.trainers.reporting import plot_learning_curve
+from gpurl.trainers.reporting import ProgressFile, plot_learning_curve
 from gpurl.trainers.seeds import evaluate_runs, mean_metrics, plot_seeds
 from gpurl.utils.aggregate import aggregate
 
@@ -115,6 +115,8 @@ class Trainer:
         self.train_history: list[tuple] = []  # (frames, mean return, episodes)
         self.wall_time = 0.0
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
+        # progress.json: how far the run is, for `python -m gpurl.status` (gpurl/status.py)
+        self.progress_file = ProgressFile(self.run_dir, int(cfg.total_frames))
         self.best_path = self.run_dir / "checkpoints" / "best.pt"
         # trainer.video_interval: an env copy of its own and the videos written so far
         self.video_env, self.videos = video_env, []
@@ -173,6 +175,8 @@ class Trainer:
             desc=f"{self.meta.get('agent', '')}/{self.meta.get('env', '')}",
         )
         postfix: dict[str, str] = {}
+        if self.rank == 0:
+            self.progress_file.write(self.frames, self.wall_time)
         self.checked_frames = self.frames
         solved = False  # trainer.stop_at_return reached: end here, checkpoint included
         stopping = False  # a signal asked the run to stop: end here, checkpoint included
@@ -187,6 +191,8 @@ class Trainer:
                 next_log = _next_multiple(self.frames, t.log_interval)
                 postfix.update(self.log(time.perf_counter() - start))
                 bar.set_postfix(postfix, refresh=False)
+                if self.rank == 0:
+                    self.progress_file.write(self.frames, time.perf_counter() - start)
             if self.frames >= next_eval or self.frames >= t.total_frames:
                 if not logged:
                     self.check_finite()
@@ -194,6 +200,7 @@ class Trainer:
                 self.wall_time = time.perf_counter() - start  # eval_log's wall_s
                 if self.rank == 0:
                     ret = self.evaluate()
+                    self.progress_file.evaluated(self.frames, ret, self.run_eval_returns())
                     if t.get("save_best"):
                         self.save_best(ret)
                     postfix["eval"] = f"{ret:.1f}"
@@ -218,6 +225,8 @@ class Trainer:
                     self.save()
         bar.close()
         self.wall_time = time.perf_counter() - start
+        if self.rank == 0:
+            self.progress_file.write(self.frames, self.wall_time)
         return self.finish()
 
     def stop_requested(self, logged: bool) -> bool:
@@ -296,6 +305,12 @@ class Trainer:
             for k, v in metrics.items():
                 self.logger.log_scalar(f"eval/{k}", v, step=self.frames)
         return ret
+
+    def run_eval_returns(self) -> list[float] | None:
+        """Each run's latest evaluation return (N runs), None with one run."""
+        if not self.runs.many:
+            return None
+        return [log[-1]["return"] if log else float("nan") for log in self.run_eval_log]
 
     def copy_run(self, parent: int, child: int) -> None:
         """PBT's exploit: run `child` becomes run `parent` in everything the agent holds

@@ -1,9 +1,12 @@
-"""What a run leaves behind: scalar logs (TorchRL loggers), a learning-curve PNG and
-summary.json."""
+"""What a run leaves behind: scalar logs (TorchRL loggers), a learning-curve PNG,
+summary.json, and progress.json while it runs."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import time
 from pathlib import Path
 
 
@@ -36,3 +39,44 @@ def plot_learning_curve(path: Path, title: str, eval_history, train_history) -> 
 def write_summary(path: Path, summary: dict) -> Path:
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
+
+
+class ProgressFile:
+    """RUN_DIR/progress.json, rewritten at every log interval and evaluation: frames done
+    of the total, the recent frames/s (since the previous write of this process), the
+    latest evaluation, the process id and when it was written. `python -m gpurl.status`
+    reads it; nothing in the run reads it back."""
+
+    def __init__(self, run_dir: Path, total_frames: int):
+        self.path = Path(run_dir) / "progress.json"
+        self.record: dict = {"total_frames": total_frames, "pid": os.getpid()}
+        self.last: tuple[int, float] | None = None  # (frames, seconds) at the last write
+
+    def write(self, frames: int, seconds: float) -> None:
+        """At a log: `seconds` is the run's wall time so far (resumed runs included)."""
+        now = time.monotonic()
+        if self.last is None or frames > self.last[0]:  # the pace since the last write
+            if self.last is not None:
+                rate = (frames - self.last[0]) / max(now - self.last[1], 1e-9)
+                self.record["frames_per_s"] = round(rate, 1)
+            self.last = (frames, now)
+        self.record.update(frames=frames, wall_time_s=round(seconds, 1))
+        self._dump()
+
+    def evaluated(self, frames: int, ret: float, per_run: list[float] | None) -> None:
+        self.record.update(eval_frames=frames, eval_return=_finite(ret))
+        if per_run is not None:
+            self.record["run_eval_returns"] = [_finite(r) for r in per_run]
+        self._dump()
+
+    def _dump(self) -> None:
+        self.record["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.record["updated_unix"] = round(time.time(), 1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")  # a reader never sees half a file
+        tmp.write_text(json.dumps(self.record) + "\n")
+        tmp.replace(self.path)
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
