@@ -24,6 +24,7 @@ Long runs:
 
     python tools/record_learning.py minatar_breakout_dqn --seeds 0 1 2 3 4 --group \
         --resume -- trainer.checkpoint_interval=50000
+    python -m gpurl.status runs/record     # how far each run is, and the time left
 """
 
 from __future__ import annotations
