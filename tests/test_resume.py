@@ -252,3 +252,17 @@ def test_resumed_run_equals_the_uninterrupted_run_bitwise(tmp_path, case):
 
 def _without_fps(rows):
     return [r for r in rows if not r[0].endswith("fps")]
+
+
+def test_a_resume_names_the_settings_that_differ_from_the_checkpoints(tmp_path, capsys):
+    """The checkpoint holds the run's settings; resuming with others (a new lr, a preset
+    edited since) says which, in one warning line; a longer budget is not one of them."""
+    base = ["agent=ppo", *SMALL_ON_POLICY, "trainer.checkpoint_interval=64", "agent.lr=0.001"]
+    train_to(base, 64, tmp_path / "a")
+    capsys.readouterr()
+    train_to(base, 128, tmp_path / "b", resume=tmp_path / "a")  # only the budget grew
+    assert "warning" not in capsys.readouterr().err
+    train_to([*base, "agent.lr=0.002", "seed=3"], 128, tmp_path / "c", resume=tmp_path / "a")
+    err = capsys.readouterr().err
+    assert "resuming with 2 setting(s) other than the checkpoint's" in err
+    assert "agent.lr 0.001 -> 0.002" in err and "seed 0 -> 3" in err

@@ -32,6 +32,7 @@ checkpoint (trainers/checkpoint.py keeps the one before it too):
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -117,6 +118,7 @@ class Trainer:
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
         # progress.json: how far the run is, for `python -m gpurl.status` (gpurl/status.py)
         self.progress_file = ProgressFile(self.run_dir, int(cfg.total_frames))
+        self.config: dict | None = None  # the whole run's settings (train.build sets them)
         self.best_path = self.run_dir / "checkpoints" / "best.pt"
         # trainer.video_interval: an env copy of its own and the videos written so far
         self.video_env, self.videos = video_env, []
@@ -363,6 +365,7 @@ class Trainer:
             "meta": self.meta,
             "shapes": self.shapes(),
             "population": self.population.state_dict() if self.population else None,
+            "config": self.config,
             **self.extra_state(),
         }
 
@@ -529,6 +532,14 @@ class Trainer:
             }
         self.load_state_dict(state)
         self.last_checkpoint = (used, self.frames)
+        changed = config_changes(state.get("config"), self.config)
+        if changed and self.rank == 0:  # a warning: a new lr or budget may be meant
+            shown = "; ".join(changed[:6]) + ("; ..." if len(changed) > 6 else "")
+            print(
+                f"gpurl: warning: resuming with {len(changed)} setting(s) other than the "
+                f"checkpoint's: {shown}",
+                file=sys.stderr,
+            )
 
     # -- faults -------------------------------------------------------------------------------
     def check_finite(self, values: dict[str, float] | None = None) -> None:
@@ -695,3 +706,30 @@ def _shapes(modules: dict) -> dict[str, list[int]]:
 def _next_multiple(frames: int, interval: int) -> int:
     interval = max(int(interval), 1)
     return (frames // interval + 1) * interval
+
+
+# settings a resumed run may change without changing what it computes
+RESUME_FREE = ("trainer.resume", "trainer.progress", "trainer.total_frames", "logger")
+
+
+def config_changes(saved: dict | None, here: dict | None) -> list[str]:
+    """The settings of `here` that differ from `saved` (nested config dicts), as
+    "key: saved -> here", leaving out RESUME_FREE; [] when either is missing (a
+    checkpoint written before checkpoints held their config)."""
+    if saved is None or here is None:
+        return []
+    out = []
+
+    def walk(a, b, prefix):
+        for k in sorted(set(a) | set(b), key=str):
+            key = f"{prefix}{k}"
+            if any(key == f or key.startswith(f + ".") for f in RESUME_FREE):
+                continue
+            x, y = a.get(k, "(unset)"), b.get(k, "(unset)")
+            if isinstance(x, dict) and isinstance(y, dict):
+                walk(x, y, key + ".")
+            elif x != y:
+                out.append(f"{key} {x} -> {y}")
+
+    walk(saved, here, "")
+    return out
