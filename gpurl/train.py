@@ -155,7 +155,9 @@ def build(cfg: DictConfig, run_dir: Path) -> Trainer:
         video_env=video_env,
     )
     # the run's settings go into its checkpoints; a resume says which of them changed
-    trainer.config = OmegaConf.to_container(cfg, resolve=True)
+    # (not `trainer.config`: a multirun pickles this function by value, and cloudpickle
+    # then takes torch.distributed.config, named by `distributed` and `config` here)
+    trainer.run_settings = OmegaConf.to_container(cfg, resolve=True)
     resume = cfg.trainer.resume
     if resume == "auto":  # rank 0 looks; under torchrun the others take its answer
         resume = distributed.broadcast_object(latest_checkpoint(run_dir) if rank == 0 else None)

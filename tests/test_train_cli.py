@@ -226,3 +226,18 @@ def test_ppo_trains_on_gymnasium_tasks(tmp_path, env_id):
     summary = tr.train()
     assert summary["frames"] == 128 and len(summary["eval_history"]) == 2
     assert tr.progress.update_count == 2 * tr.epochs * tr.minibatches
+
+
+def test_the_task_function_pickles_by_value():
+    """`python -m gpurl.train -m` runs gpurl.train as __main__, so joblib and Ray pickle
+    its functions by value, with the modules their code names: a name that completes a
+    torch submodule holding unpicklable state (torch.distributed.config, reached from
+    `distributed` and `config`) breaks every multirun. The slow sweep tests launch them."""
+    cloudpickle = pytest.importorskip("joblib.externals.cloudpickle")
+    import gpurl.train
+
+    cloudpickle.register_pickle_by_value(gpurl.train)
+    try:
+        assert cloudpickle.dumps(gpurl.train.main)
+    finally:
+        cloudpickle.unregister_pickle_by_value(gpurl.train)

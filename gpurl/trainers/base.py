@@ -118,7 +118,7 @@ class Trainer:
         self.checkpoint_path = self.run_dir / "checkpoints" / "last.pt"
         # progress.json: how far the run is, for `python -m gpurl.status` (gpurl/status.py)
         self.progress_file = ProgressFile(self.run_dir, int(cfg.total_frames))
-        self.config: dict | None = None  # the whole run's settings (train.build sets them)
+        self.run_settings: dict | None = None  # the whole config (train.build sets it)
         self.best_path = self.run_dir / "checkpoints" / "best.pt"
         # trainer.video_interval: an env copy of its own and the videos written so far
         self.video_env, self.videos = video_env, []
@@ -365,7 +365,7 @@ class Trainer:
             "meta": self.meta,
             "shapes": self.shapes(),
             "population": self.population.state_dict() if self.population else None,
-            "config": self.config,
+            "config": self.run_settings,
             **self.extra_state(),
         }
 
@@ -532,7 +532,7 @@ class Trainer:
             }
         self.load_state_dict(state)
         self.last_checkpoint = (used, self.frames)
-        changed = config_changes(state.get("config"), self.config)
+        changed = config_changes(state.get("config"), self.run_settings)
         if changed and self.rank == 0:  # a warning: a new lr or budget may be meant
             shown = "; ".join(changed[:6]) + ("; ..." if len(changed) > 6 else "")
             print(
