@@ -19,6 +19,8 @@ wrote. States:
     not running no live process and no summary since its last write: killed (SIGKILL,
                 out of memory, a machine that went down); resumable from its last
                 checkpoint, if it wrote one
+    on HOST     written on another machine (a cluster node), whose processes this one
+                cannot see: how long ago it last wrote tells whether it goes on
 
 --json prints one JSON record per run instead. A PATH that does not exist stops with one
 line and exit status 2.
@@ -30,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -76,6 +79,8 @@ def run_status(run_dir: Path, now: float | None = None) -> dict:
         state = f"stopped ({summary.get('signal', 'signal')})"
     elif summary is not None:
         state = "ended"
+    elif progress.get("host", socket.gethostname()) != socket.gethostname():
+        state = f"on {progress['host']}"  # its process cannot be looked up from here
     elif alive(progress.get("pid")):
         state = "running"
     else:

@@ -3,6 +3,7 @@ read from it."""
 
 import json
 import os
+import socket
 import time
 
 from gpurl import status
@@ -26,7 +27,7 @@ def test_a_run_writes_its_progress_and_reads_as_ended(tmp_path, capsys):
     progress = json.loads((tmp_path / "a" / "progress.json").read_text())
     assert progress["frames"] == progress["total_frames"] == 1200
     assert progress["eval_frames"] == 1200 and progress["frames_per_s"] > 0
-    assert progress["pid"] == os.getpid()
+    assert progress["pid"] == os.getpid() and progress["host"] == socket.gethostname()
     (record,) = [status.run_status(d) for d in status.find_runs([tmp_path])]
     assert record["state"] == "ended" and record["seconds_left"] is None
     assert status.main([str(tmp_path)]) == 0
@@ -54,12 +55,14 @@ def test_states_and_time_left(tmp_path):
     # resumed after that stop: the progress file is newer than the old summary
     write(tmp_path / "resumed", {**base, "pid": os.getpid()}, stopped, age=60)
     write(tmp_path / "done", {**base, "frames": 10_000}, {"stopped": "total_frames"})
+    write(tmp_path / "node", {**base, "pid": os.getpid(), "host": "node-17"})
     records = {r.name: status.run_status(r, now) for r in status.find_runs([tmp_path])}
     assert records["live"]["state"] == "running" and records["live"]["seconds_left"] == 60
     assert records["gone"]["state"] == "not running"
     assert records["stopped"]["state"] == "stopped (SIGTERM)"
     assert records["resumed"]["state"] == "running"
     assert records["done"]["state"] == "ended"
+    assert records["node"]["state"] == "on node-17" and records["node"]["seconds_left"] is None
 
 
 def test_json_lines_and_a_missing_path(tmp_path, capsys):

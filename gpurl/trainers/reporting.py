@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -44,12 +45,16 @@ def write_summary(path: Path, summary: dict) -> Path:
 class ProgressFile:
     """RUN_DIR/progress.json, rewritten at every log interval and evaluation: frames done
     of the total, the recent frames/s (since the previous write of this process), the
-    latest evaluation, the process id and when it was written. `python -m gpurl.status`
+    latest evaluation, the process id and host, and when it was written. `python -m gpurl.status`
     reads it; nothing in the run reads it back."""
 
     def __init__(self, run_dir: Path, total_frames: int):
         self.path = Path(run_dir) / "progress.json"
-        self.record: dict = {"total_frames": total_frames, "pid": os.getpid()}
+        self.record: dict = {
+            "total_frames": total_frames,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
         self.last: tuple[int, float] | None = None  # (frames, seconds) at the last write
 
     def write(self, frames: int, seconds: float) -> None:
