@@ -63,19 +63,31 @@ def alive(pid) -> bool:
     return True
 
 
+def read_json(path: Path) -> dict | None:
+    """The file's JSON object, or None where it is missing or not whole (a summary
+    caught while it is being written)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def run_status(run_dir: Path, now: float | None = None) -> dict:
     """One run's record: progress.json's fields, its state and the time left."""
     now = time.time() if now is None else now
-    progress = json.loads((run_dir / "progress.json").read_text())
+    progress = read_json(run_dir / "progress.json") or {}
     summary_path = run_dir / "summary.json"
     summary = None
     # a summary older than the progress file is an earlier stop of a resumed run
     if summary_path.is_file() and summary_path.stat().st_mtime >= (
         (run_dir / "progress.json").stat().st_mtime - 1
     ):
-        summary = json.loads(summary_path.read_text())
+        summary = read_json(summary_path)
     frames, total = progress.get("frames", 0), progress.get("total_frames")
-    if summary is not None and summary.get("stopped") == "signal":
+    if not progress:
+        state = "unreadable progress.json"
+    elif summary is not None and summary.get("stopped") == "signal":
         state = f"stopped ({summary.get('signal', 'signal')})"
     elif summary is not None:
         state = "ended"

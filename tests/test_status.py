@@ -56,6 +56,11 @@ def test_states_and_time_left(tmp_path):
     write(tmp_path / "resumed", {**base, "pid": os.getpid()}, stopped, age=60)
     write(tmp_path / "done", {**base, "frames": 10_000}, {"stopped": "total_frames"})
     write(tmp_path / "node", {**base, "pid": os.getpid(), "host": "node-17"})
+    # a summary caught half written counts as none yet; a broken progress file is said
+    write(tmp_path / "writing", {**base, "pid": os.getpid()})
+    (tmp_path / "writing" / "summary.json").write_text('{"stopped": "tot')
+    write(tmp_path / "broken", {})
+    (tmp_path / "broken" / "progress.json").write_text("{")
     records = {r.name: status.run_status(r, now) for r in status.find_runs([tmp_path])}
     assert records["live"]["state"] == "running" and records["live"]["seconds_left"] == 60
     assert records["gone"]["state"] == "not running"
@@ -63,6 +68,8 @@ def test_states_and_time_left(tmp_path):
     assert records["resumed"]["state"] == "running"
     assert records["done"]["state"] == "ended"
     assert records["node"]["state"] == "on node-17" and records["node"]["seconds_left"] is None
+    assert records["writing"]["state"] == "running"
+    assert records["broken"]["state"] == "unreadable progress.json"
 
 
 def test_json_lines_and_a_missing_path(tmp_path, capsys):
