@@ -37,9 +37,18 @@ def plot_learning_curve(path: Path, title: str, eval_history, train_history) -> 
     return path
 
 
-def write_summary(path: Path, summary: dict) -> Path:
-    path.write_text(json.dumps(summary, indent=2) + "\n")
+def write_json(path: Path, value, indent: int | None = None) -> Path:
+    """`value` as JSON at `path`, through a temporary file renamed over it: a reader
+    (gpurl.status, a sweep summary) never sees half a file, nor does a crash leave one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=indent) + "\n")
+    tmp.replace(path)
     return path
+
+
+def write_summary(path: Path, summary: dict) -> Path:
+    return write_json(path, summary, indent=2)
 
 
 class ProgressFile:
@@ -77,10 +86,7 @@ class ProgressFile:
     def _dump(self) -> None:
         self.record["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.record["updated_unix"] = round(time.time(), 1)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")  # a reader never sees half a file
-        tmp.write_text(json.dumps(self.record) + "\n")
-        tmp.replace(self.path)
+        write_json(self.path, self.record)
 
 
 def _finite(x: float) -> float | None:
