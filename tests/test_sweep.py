@@ -120,6 +120,8 @@ def test_three_job_sweep_then_sweep_summary(tmp_path, launcher):
     finals = {s["seed"]: s["eval_return"] for s in summaries}
     assert record["runs"] == 3 and record["seeds"] == [0, 1, 2]
     assert record["eval_returns"] == [finals[0], finals[1], finals[2]]
+    trains = {s["seed"]: (s["final_train_return"] or {}).get("return") for s in summaries}
+    assert record["train_returns"] == [trains[0], trains[1], trains[2]]
     assert record["config"] == "dqn on cartpole" and record["overrides"] == [
         o.replace("false", "False") for o in TINY
     ]

@@ -9,7 +9,8 @@ Writes to OUT (default: the sweep directory itself):
   sweep_summary.md     the table: per config, runs, seeds, final evaluation return
                        (IQM with its 95% bootstrap interval, and mean +- std over
                        runs), best evaluation return of any run, frames, mean wall time
-  sweep_summary.jsonl  one JSON record per config, with each run's figures, the IQM
+  sweep_summary.jsonl  one JSON record per config, with each run's figures (its last
+                       100+ training episodes' return among them), the IQM
                        and mean with their intervals and the provenance the runs
                        recorded (commit, date, device, versions)
   sweep_summary.png    every run's evaluation curve (thin) and, per config, the IQM
@@ -105,6 +106,8 @@ def config_record(config: dict, sweep: Path) -> dict:
         "eval_returns": finals,
         "best_eval_return": max(bests),
         "best_eval_returns": bests,
+        # each run's last 100+ training episodes (None where it kept no such figure)
+        "train_returns": [(r.get("final_train_return") or {}).get("return") for r in runs],
         "frames": [r["frames"] for r in runs],
         "wall_time_s_mean": round(statistics.fmean(r["wall_time_s"] for r in runs), 2),
         "run_dirs": [r["run_dir"] for r in runs],
