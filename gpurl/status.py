@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import socket
 import sys
@@ -128,7 +127,7 @@ def duration(seconds) -> str:
 
 
 def _ret(x) -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.1f}"
+    return "-" if x is None else f"{x:.1f}"  # progress.json writes no NaN: None instead
 
 
 def table(records: list[dict]) -> str:
@@ -157,12 +156,12 @@ def table(records: list[dict]) -> str:
             ]
         )
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
-    lines = [head, ["-" * w for w in widths], *rows]
-    sep = lambda i: "-+-" if i == 1 else " | "  # noqa: E731
-    return "\n".join(
-        sep(i).join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-        for i, line in enumerate(lines)
-    )
+
+    def line(cells, sep=" | "):
+        return sep.join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    rule = line(["-" * w for w in widths], sep="-+-")
+    return "\n".join([line(head), rule, *map(line, rows)])
 
 
 def main(argv=None) -> int:
