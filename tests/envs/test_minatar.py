@@ -8,6 +8,7 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from gpurl.envs import make_env
+from gpurl.envs.minatar.grid import REALIZE_SHARED
 from gpurl.errors import ConfigError
 from gpurl.utils.host_reads import count_host_reads
 from tests.conftest import requires_cuda
@@ -376,12 +377,15 @@ def test_packed_rows_are_the_cells_of_their_bits():
 def test_compiled_step_takes_the_games_inductor_options_under_the_callers():
     from gpurl.envs.compile import compile_lean_step
 
-    env = _env("asterix")
+    env = _env("freeway")
     assert env.lean_core().inductor_options == {"cpp.simdlen": 1}  # scalar loops on CPU
     assert compile_lean_step(env).kwargs == {"options": {"cpp.simdlen": 1}}
     # a game's own options on top (Breakout's: realize longer expressions first)
     breakout = {"cpp.simdlen": 1, "realize_opcount_threshold": 2}
     assert _env("breakout").lean_core().inductor_options == breakout
+    shared = {"cpp.simdlen": 1, **REALIZE_SHARED}  # values several slot loops read
+    assert _env("seaquest").lean_core().inductor_options == shared
+    assert _env("asterix").lean_core().inductor_options == shared
     mine = compile_lean_step(env, options={"cpp.simdlen": 8, "max_autotune": False})
     assert mine.kwargs == {"options": {"cpp.simdlen": 8, "max_autotune": False}}
     assert compile_lean_step(env, backend="dynamo").kwargs == {}  # Inductor options only

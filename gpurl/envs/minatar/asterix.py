@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from gpurl.envs.minatar.grid import DOWN, LEFT, NOOP, RIGHT, SIZE, UP, Game, draw
+from gpurl.envs.minatar.grid import DOWN, LEFT, NOOP, REALIZE_SHARED, RIGHT, SIZE, UP, Game, draw
 
 RAMP_INTERVAL = 100
 INIT_SPAWN_SPEED = 10
@@ -148,4 +148,5 @@ GAME = Game(
     reset=reset,
     step=step,
     observe=observe,
+    inductor_options=REALIZE_SHARED,
 )

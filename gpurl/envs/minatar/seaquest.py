@@ -37,6 +37,7 @@ from gpurl.envs.minatar.grid import (
     FIRE,
     LEFT,
     NOOP,
+    REALIZE_SHARED,
     RIGHT,
     SIZE,
     UP,
@@ -397,4 +398,5 @@ GAME = Game(
     reset=reset,
     step=step,
     observe=observe,
+    inductor_options=REALIZE_SHARED,
 )
