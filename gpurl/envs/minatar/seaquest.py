@@ -165,16 +165,20 @@ def _add(things: Things, new: torch.Tensor, counter: torch.Tensor, **values) -> 
     return Things(**fields)
 
 
-def _first(match: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """One-hot [B, K] of the earliest (least order) entity where match [B, K]."""
-    key = torch.where(match, order, torch.iinfo(torch.int64).max)
-    return match & (key == key.min(1, keepdim=True).values)
+def _first(match: torch.Tensor, order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One-hot [B, K] of the earliest (least order) entity where match [B, K], and
+    whether there is one [B, 1]: read from the same reduction (an `any` of the one-hot
+    would be another pass over the slots)."""
+    none = torch.iinfo(torch.int64).max
+    least = torch.where(match, order, none).min(1, keepdim=True).values
+    return match & (order == least), least != none
 
 
-def _last(match: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """One-hot [B, K] of the latest (greatest order) entity where match [B, K]."""
-    key = torch.where(match, order, -1)
-    return match & (key == key.max(1, keepdim=True).values)
+def _last(match: torch.Tensor, order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One-hot [B, K] of the latest (greatest order) entity where match [B, K], and
+    whether there is one [B, 1] (orders are never negative)."""
+    greatest = torch.where(match, order, -1).max(1, keepdim=True).values
+    return match & (order == greatest), greatest >= 0
 
 
 def _step_x(things: Things | Shots, moves: torch.Tensor) -> torch.Tensor:
@@ -240,14 +244,12 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     e_alive = enemies.alive
     pending = b_alive
     for _ in range(BULLETS):
-        this = _last(pending, bullets.order)  # [B, 3] one-hot (none when no bullet left)
+        this, going = _last(pending, bullets.order)  # one-hot (none when no bullet left)
         pending = pending & ~this
         cx = (bx * this).sum(1, keepdim=True)
         cy = (bullets.y * this).sum(1, keepdim=True)
-        going = this.any(1, keepdim=True)
-        hit = _first(going & e_alive & (enemies.x == cx) & (enemies.y == cy), rank)
+        hit, scored = _first(going & e_alive & (enemies.x == cx) & (enemies.y == cy), rank)
         e_alive = e_alive & ~hit
-        scored = hit.any(1, keepdim=True)
         b_alive = b_alive & ~(this & scored)
         reward = reward + scored.squeeze(1)
     enemies = enemies._replace(alive=e_alive)
@@ -259,7 +261,7 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     pending = d_alive
     sx, sy = sub_x.unsqueeze(1), sub_y.unsqueeze(1)
     for _ in range(DIVERS):
-        this = _last(pending, divers.order)
+        this, _ = _last(pending, divers.order)
         pending = pending & ~this
         room = (diver_count < MAX_DIVERS).unsqueeze(1)
         at = (d_x == sx) & (divers.y == sy)
@@ -297,15 +299,14 @@ def step(state: SeaquestState, action: torch.Tensor, u: torch.Tensor, ramping: b
     killed = torch.zeros_like(e_check)
     pending = b_alive
     for _ in range(BULLETS):
-        this = _first(pending, bullets.order)
+        this, going = _first(pending, bullets.order)
         pending = pending & ~this
         cx = (bullets.x * this).sum(1, keepdim=True)
         cy = (bullets.y * this).sum(1, keepdim=True)
-        going = this.any(1, keepdim=True)
-        hit = _last(going & e_check & ~killed & (e_x == cx) & (e_y == cy), rank)
+        hit, scored = _last(going & e_check & ~killed & (e_x == cx) & (e_y == cy), rank)
         killed = killed | hit
-        b_alive = b_alive & ~(this & hit.any(1, keepdim=True))
-        reward = reward + hit.any(1)
+        b_alive = b_alive & ~(this & scored)
+        reward = reward + scored.squeeze(1)
     bullets = bullets._replace(alive=b_alive)
     enemies = enemies._replace(
         alive=enemies.alive & ~killed,
