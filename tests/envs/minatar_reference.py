@@ -6,7 +6,9 @@ uniforms gpurl drew for that env on that step (or reset), at the slot the game m
 reserves for that call site. A call site is told by its source line, so a game maps
 each of its draws (`self.random.rand() < 1/2`, ...) to a slot; a site called several
 times in one step takes the next `width` slots each time. randint and choice turn a
-uniform u into an integer as gpurl does: low + floor(u (high - low)).
+uniform u into an integer as gpurl does: low + floor(u (high - low)). A site may name
+its own decoding instead, a function of its `width` uniforms that returns the call's
+values (Freeway draws its cars' speeds and directions packed in four uniforms).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ STICKY_SITE = ("self.random.rand() < self.sticky_action_prob", 0, 1)
 
 class FakeRandom:
     def __init__(self, sites):
-        # sites: (source fragment, first slot, slots per call)
-        self.sites = list(sites)
+        # sites: (source fragment, first slot, slots per call[, decode])
+        self.sites = [(*site, None)[:4] for site in sites]
         self.u = np.zeros(0)
         self.calls = {}
 
@@ -38,29 +40,36 @@ class FakeRandom:
         self.offset = offset
         self.calls = {}
 
-    def _slots(self, n: int) -> np.ndarray:
+    def _slots(self, n: int) -> tuple[np.ndarray, bool]:
+        """The n uniforms for the calling draw, or its n values where its site decodes
+        its own (then True)."""
         frame = sys._getframe(2)
         line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-        for fragment, first, width in self.sites:
+        for fragment, first, width, decode in self.sites:
             # "function::text": the text at a call site in that function
             function, _, text = fragment.rpartition("::")
             if text in line and function in ("", frame.f_code.co_name):
                 k = self.calls.get(fragment, 0)
                 self.calls[fragment] = k + 1
                 start = first + k * width + (0 if fragment == STICKY_SITE[0] else self.offset)
+                if decode is not None:
+                    values = np.asarray(decode(self.u[start : start + width]))
+                    assert len(values) == n, (line, len(values), n)
+                    return values, True
                 assert n <= width and start + n <= len(self.u), (line, k, len(self.u))
-                return self.u[start : start + n]
+                return self.u[start : start + n], False
         raise AssertionError(f"a reference draw at an unmapped site: {line.strip()}")
 
     def rand(self, *size):
-        if not size:
-            return float(self._slots(1)[0])
-        return self._slots(int(np.prod(size))).reshape(size)
+        u, _ = self._slots(int(np.prod(size)) if size else 1)
+        return float(u[0]) if not size else u.reshape(size)
 
     def randint(self, low, high=None, size=None):
         if high is None:
             low, high = 0, low
-        u = self._slots(1 if size is None else int(size))
+        u, decoded = self._slots(1 if size is None else int(size))
+        if decoded:
+            return int(u[0]) if size is None else u
         # float32 as gpurl draws them
         values = low + np.floor(u.astype(np.float32) * np.float32(high - low)).astype(int)
         values = np.minimum(values, high - 1)

@@ -3,6 +3,7 @@
 
 import io
 
+import numpy as np
 import pytest
 import torch
 from torchrl.envs.utils import check_env_specs
@@ -13,6 +14,21 @@ from gpurl.errors import ConfigError
 from gpurl.utils.host_reads import count_host_reads
 from tests.conftest import requires_cuda
 from tests.envs.minatar_reference import run_parity
+
+
+def _freeway_speeds(u):
+    """The reference's randint(1, 6, 8) from Freeway's three speed uniforms, decoded
+    as gpurl does (three base-5 digits each; float32, as drawn)."""
+    three = np.floor(u.astype(np.float32) * np.float32(125)).astype(int).clip(max=124)
+    return 1 + np.stack((three // 25, three // 5 % 5, three % 5), axis=1).reshape(-1)[:8]
+
+
+def _freeway_directions(u):
+    """rand(8) for the reference's sign(rand(8) - 0.5): 0.75 where bit i of floor(256 u)
+    is set (right), 0.25 where not."""
+    bits = int(np.floor(np.float32(u[0]) * np.float32(256)))
+    return np.array([0.75 if bits >> i & 1 else 0.25 for i in range(8)])
+
 
 # per game: the reference's draw sites -> gpurl's noise slots (after the sticky slot 0)
 SITES = {
@@ -31,8 +47,8 @@ SITES = {
     ],
     "space_invaders": [],  # no draws but the sticky actions
     "freeway": [
-        ("speeds = self.random.randint(1,6,8)", 0, 8),
-        ("directions = np.sign(self.random.rand(8) - 0.5)", 8, 8),
+        ("speeds = self.random.randint(1,6,8)", 0, 3, _freeway_speeds),
+        ("directions = np.sign(self.random.rand(8) - 0.5)", 3, 1, _freeway_directions),
     ],
 }
 
@@ -66,8 +82,6 @@ def _ramp_soon(field):
 def _thin_wave(env, refs):
     """Waves of one to eight aliens on both sides: waves are cleared and ramps happen
     within the test."""
-    import numpy as np
-
     from gpurl.envs.minatar.space_invaders import grid
 
     game = env.env_state.game
@@ -253,7 +267,6 @@ def _gpurl_episodes(game, policy, seed):
 
 
 def _reference_episodes(game, policy, seed):
-    import numpy as np
     from minatar import Environment
 
     rng = np.random.RandomState(seed)
