@@ -72,7 +72,11 @@ def step(state: AsterixState, action: torch.Tensor, u: torch.Tensor, ramping: bo
     free = ~ent_on
     n_free = free.sum(1)
     k = (u[:, 2] * n_free).floor().long().clamp_max((n_free - 1).clamp_min(0))
-    chosen = free & (free.cumsum(1) == (k + 1).unsqueeze(1))
+    # the k-th free lane: free lanes before each lane counted by comparisons, which
+    # fuse with the rest of the compiled step (a cumsum there runs as a kernel of its own)
+    lanes = torch.arange(LANES, device=free.device)
+    before = (free.unsqueeze(1) & (lanes < lanes.unsqueeze(1))).sum(2)  # [B, 8]
+    chosen = free & (before == k.unsqueeze(1))
     new = chosen & spawning.unsqueeze(1)
     lr = (u[:, 0] < 0.5).unsqueeze(1)
     ent_x = torch.where(new, torch.where(lr, 0, SIZE - 1), ent_x)
