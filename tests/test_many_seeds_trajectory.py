@@ -135,6 +135,14 @@ IQN = [
 # and its actions' round-off, fed through the pendulum, reaches 2e-5 by iteration 80.
 OFF_POLICY = {
     "dqn_cartpole": ("dqn_cartpole", ["agent.hidden=[32,32]"], 170, 0.0),
+    # the DQN papers' RMSprop: one optimizer over the stacked runs, each run's gradient
+    # its own (core/rmsprop.py)
+    "dqn_cartpole_rmsprop": (
+        "dqn_cartpole",
+        ["agent.hidden=[32,32]", "agent.optimizer=rmsprop", "agent.max_grad_norm=null"],
+        170,
+        0.0,
+    ),
     # recurrent DQN (R2D2): the stacked core acting, each run's sequences drawn from its
     # own streams, unrolled per run (burn-in, bootstrap from the stored states)
     "dqn_cartpole_lstm": (

@@ -53,6 +53,7 @@ from gpurl.core.config import plain_keys
 from gpurl.core.private import foreach_copy_, foreach_lerp_, unchecked_tensordict
 from gpurl.core.progress import Progress
 from gpurl.core.replay import ReplaySpec
+from gpurl.core.rmsprop import RMSprop
 from gpurl.core.runs import ONE_RUN, RunAdam, Runs
 from gpurl.envs.info import EnvInfo, describe_action
 from gpurl.errors import ConfigError
@@ -88,11 +89,26 @@ def require_single_agent(info: EnvInfo, agent: str, fits: str) -> None:
 
 
 def make_optimizer(
-    params: Iterable[nn.Parameter], lr, runs: Runs = ONE_RUN, eps: float = 1e-8
+    params: Iterable[nn.Parameter],
+    lr,
+    runs: Runs = ONE_RUN,
+    eps: float = 1e-8,
+    kind: str = "adam",
+    max_grad_norm: float | None = None,
 ) -> torch.optim.Optimizer:
     """Adam over `params`; over N runs' stacked parameters, RunAdam (a learning rate
     and a gradient clip per run: core/runs.py). `lr` is a float, a device scalar the
-    agent anneals in place, or [N] per-run values."""
+    agent anneals in place, or [N] per-run values. kind="rmsprop": the DQN papers'
+    centred RMSprop (core/rmsprop.py), over many runs with one rate and no clip
+    (`max_grad_norm`: the clip the agent will ask for, checked here)."""
+    if kind == "rmsprop":
+        if runs.many and (isinstance(lr, Tensor) and lr.dim() > 0 or max_grad_norm):
+            raise ConfigError(
+                "agent.optimizer=rmsprop steps many runs in one process with one learning "
+                "rate and no gradient clip: set agent.max_grad_norm=null and leave agent.lr "
+                "the same for every run (or use agent.optimizer=adam)"
+            )
+        return RMSprop(params, lr, runs.n if runs.many else 1)
     if runs.many:
         return RunAdam(params, runs.n, lr, eps=eps)
     return Adam(params, lr, eps=eps)  # torch's fused Adam, stepped in one call (core/adam.py)
@@ -138,11 +154,12 @@ def clip_and_step(optimizer: torch.optim.Optimizer, loss, max_norm: float | None
     Every agent steps its optimizers here, so this is where data-parallel training
     averages gradients (core/distributed.py; nothing happens with one process).
     make_optimizer's optimizers do all of it in one call (core/adam.Adam, RunAdam for
-    N runs); any other torch optimizer (a plug-in's) takes torch's own path."""
+    N runs, core/rmsprop.RMSprop); any other torch optimizer (a plug-in's) takes
+    torch's own path."""
     if torch.is_autocast_enabled(loss.device.type):  # entering the context costs ~5 us
         with torch.autocast(loss.device.type, enabled=False):
             clip_and_step(optimizer, loss, max_norm)
-    elif isinstance(optimizer, (Adam, RunAdam)):
+    elif isinstance(optimizer, (Adam, RunAdam, RMSprop)):
         optimizer.backward_and_step(loss, max_norm)
     else:
         torch_step(optimizer, loss, max_norm)

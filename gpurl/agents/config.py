@@ -161,7 +161,7 @@ class QLearningConfig(TargetNetworkKeys, EpsilonGreedyKeys, OffPolicyConfig):
     its Adam and clip, a target network and epsilon-greedy exploration."""
 
     hidden: list[int] = hidden_key([256, 256])
-    lr: float = lr_key(5.0e-4)
+    lr: float = lr_key(5.0e-4, "learning rate (Adam's; DQN: agent.optimizer's)")
     max_grad_norm: float | None = max_grad_norm_key(10.0)
     encoder: EncoderConfig = encoder_key()
 

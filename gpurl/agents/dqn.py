@@ -87,6 +87,12 @@ class DQNConfig(SequenceReplayKeys, QLearningConfig):
         True, "Double-Q: the online net picks the next action, the target net values it"
     )
     loss: str = key("huber", "huber | mse", choices=("huber", "mse"))
+    optimizer: str = key(
+        "adam",
+        "adam | rmsprop: the DQN papers' centred RMSprop (momentum 0.95, eps 0.01; Nature "
+        "DQN's and the MinAtar paper's) at agent.lr",
+        choices=("adam", "rmsprop"),
+    )
     recurrent: str | None = recurrent_key(
         "between the encoder and the Q head, trained from replayed sequences (R2D2)",
         note=("recurrent DQN (R2D2): sequence replay, read with agent.recurrent only",),
@@ -122,7 +128,10 @@ class DQNAgent(RecurrentQ, OffPolicyAgent):
             self.targets = TargetPairs((self.q_target, self.q))
         params = [*self.recurrent_params(), *self.q.parameters()]
         lr = self.runs.value("lr", cfg.lr, info.device)
-        self.optimizer = make_optimizer(params, lr, self.runs)
+        self.optimizer = make_optimizer(
+            params, lr, self.runs, kind=cfg.get("optimizer", "adam"),
+            max_grad_norm=cfg.max_grad_norm,
+        )  # fmt: skip
         self.policy = PolicyWrapper(
             self.q,
             info,
