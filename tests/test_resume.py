@@ -135,6 +135,15 @@ SEQUENCES = [
     "trainer.init_random_frames=64",
 ]
 
+MINATAR_DQN = [
+    "experiment=minatar_breakout_dqn",
+    "trainer.batch_size=8",
+    "trainer.buffer_size=1000",
+    "trainer.init_random_frames=64",
+    "agent.epsilon_frames=200",
+    "agent.target_update_interval=50",
+    "env.eval_envs=2",
+]
 EXACT_CASES = {
     "dqn_cartpole": [
         "env=cartpole",
@@ -203,26 +212,12 @@ EXACT_CASES = {
     "iqn_cartpole_gru_prioritized": ["agent=iqn", "agent.recurrent=gru", *SEQUENCES],
     # MinAtar: the game state, sticky actions' and difficulty ramping's draws, through
     # the preset's compiled env step (compile.env=true)
-    "dqn_minatar_breakout": [
-        "experiment=minatar_breakout_dqn",
-        "trainer.batch_size=8",
-        "trainer.buffer_size=1000",
-        "trainer.init_random_frames=64",
-        "agent.epsilon_frames=200",
-        "agent.target_update_interval=50",
-        "env.eval_envs=2",
-    ],
+    "dqn_minatar_breakout": MINATAR_DQN,
     # the MinAtar paper's RMSprop over two stacked runs: its averages carry across
     "dqn_minatar_breakout_rmsprop_2_seeds": [
-        "experiment=minatar_breakout_dqn",
+        *MINATAR_DQN,
         "agent.optimizer=rmsprop",
         "trainer.num_seeds=2",
-        "trainer.batch_size=8",
-        "trainer.buffer_size=1000",
-        "trainer.init_random_frames=64",
-        "agent.epsilon_frames=200",
-        "agent.target_update_interval=50",
-        "env.eval_envs=2",
     ],
     "sac_marinenav": [
         "env=marinenav_continuous",
