@@ -9,8 +9,10 @@ evaluation (trainers/reporting.ProgressFile), and summary.json when it ends or s
 a signal. For each run found under the PATHs (run directories, or folders holding them)
 this prints one row: its state, frames done of the total, frames/s over its last log
 interval (wall time, its evaluations included), the time left at that pace, its latest
-evaluation (each run's too, with N seeds in one process) and how long ago it last
-wrote. States:
+evaluation (each run's too, with N seeds in one process), the mean return of its last
+100 or more training episodes at its last log (the exploring policy's: the figure the
+MinAtar paper reports; with N seeds, over all of theirs) and how long ago it last wrote.
+States:
 
     running     its process is alive (this machine) and the run has not ended
     ended       summary.json says it reached trainer.total_frames or stop_at_return
@@ -110,6 +112,8 @@ def run_status(run_dir: Path, now: float | None = None) -> dict:
         "eval_frames": progress.get("eval_frames"),
         "eval_return": progress.get("eval_return"),
         "run_eval_returns": progress.get("run_eval_returns"),
+        "train_return": progress.get("train_return"),
+        "train_return_episodes": progress.get("train_return_episodes"),
         "updated": progress.get("updated"),
         "seconds_since_update": round(now - progress.get("updated_unix", now)),
     }
@@ -131,7 +135,10 @@ def _ret(x) -> str:
 
 
 def table(records: list[dict]) -> str:
-    head = ["run", "state", "frames", "frames/s", "left", "last evaluation", "written"]
+    head = [
+        "run", "state", "frames", "frames/s", "left", "last evaluation",
+        "last 100 training episodes", "written",
+    ]  # fmt: skip
     rows = []
     for r in records:
         total = r["total_frames"]
@@ -152,6 +159,7 @@ def table(records: list[dict]) -> str:
                 "-" if rate is None else f"{rate:,.0f}",
                 duration(r["seconds_left"]),
                 ev,
+                _ret(r["train_return"]),
                 f"{duration(r['seconds_since_update'])} ago",
             ]
         )

@@ -23,16 +23,24 @@ SMALL = [
 
 
 def test_a_run_writes_its_progress_and_reads_as_ended(tmp_path, capsys):
-    run(load_config(SMALL), tmp_path / "a")
+    # acting at random all along: over 100 episodes (about 22 frames each) by the last log
+    run(load_config([*SMALL, "trainer.total_frames=3200", "agent.epsilon_end=1.0"]), tmp_path / "a")
     progress = json.loads((tmp_path / "a" / "progress.json").read_text())
-    assert progress["frames"] == progress["total_frames"] == 1200
-    assert progress["eval_frames"] == 1200 and progress["frames_per_s"] > 0
+    assert progress["frames"] == progress["total_frames"] == 3200
+    assert progress["eval_frames"] == 3200 and progress["frames_per_s"] > 0
     assert progress["pid"] == os.getpid() and progress["host"] == socket.gethostname()
+    # the last 100 or more training episodes at the last log: the summary's figure
+    final = json.loads((tmp_path / "a" / "summary.json").read_text())["final_train_return"]
+    assert final["episodes"] >= 100
+    assert progress["train_return"] == final["return"]
+    assert progress["train_return_episodes"] == final["episodes"]
     (record,) = [status.run_status(d) for d in status.find_runs([tmp_path])]
+    assert record["train_return"] == final["return"]
     assert record["state"] == "ended" and record["seconds_left"] is None
     assert status.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| ended |" in out and "1,200 / 1,200 (100%)" in out
+    assert "| ended |" in out and "3,200 / 3,200 (100%)" in out
+    assert "last 100 training episodes" in out and f"| {final['return']:.1f} " in out
 
 
 def write(run_dir, progress, summary=None, age=0.0):

@@ -178,7 +178,9 @@ class Trainer:
         )
         postfix: dict[str, str] = {}
         if self.rank == 0:
-            self.progress_file.write(self.frames, self.wall_time)
+            self.progress_file.write(
+                self.frames, self.wall_time, final_train_return(self.train_history)
+            )
         self.checked_frames = self.frames
         solved = False  # trainer.stop_at_return reached: end here, checkpoint included
         stopping = False  # a signal asked the run to stop: end here, checkpoint included
@@ -194,7 +196,11 @@ class Trainer:
                 postfix.update(self.log(time.perf_counter() - start))
                 bar.set_postfix(postfix, refresh=False)
                 if self.rank == 0:
-                    self.progress_file.write(self.frames, time.perf_counter() - start)
+                    self.progress_file.write(
+                        self.frames,
+                        time.perf_counter() - start,
+                        final_train_return(self.train_history),
+                    )
             if self.frames >= next_eval or self.frames >= t.total_frames:
                 if not logged:
                     self.check_finite()
@@ -228,7 +234,9 @@ class Trainer:
         bar.close()
         self.wall_time = time.perf_counter() - start
         if self.rank == 0:
-            self.progress_file.write(self.frames, self.wall_time)
+            self.progress_file.write(
+                self.frames, self.wall_time, final_train_return(self.train_history)
+            )
         return self.finish()
 
     def stop_requested(self, logged: bool) -> bool:

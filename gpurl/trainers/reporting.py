@@ -54,8 +54,9 @@ def write_summary(path: Path, summary: dict) -> Path:
 class ProgressFile:
     """RUN_DIR/progress.json, rewritten at every log interval and evaluation: frames done
     of the total, the recent frames/s (since the previous write of this process), the
-    latest evaluation, the process id and host, and when it was written. `python -m gpurl.status`
-    reads it; nothing in the run reads it back."""
+    latest evaluation, the mean return of the last 100 or more training episodes (as
+    summaries' final_train_return), the process id and host, and when it was written.
+    `python -m gpurl.status` reads it; nothing in the run reads it back."""
 
     def __init__(self, run_dir: Path, total_frames: int):
         self.path = Path(run_dir) / "progress.json"
@@ -66,8 +67,10 @@ class ProgressFile:
         }
         self.last: tuple[int, float] | None = None  # (frames, seconds) at the last write
 
-    def write(self, frames: int, seconds: float) -> None:
-        """At a log: `seconds` is the run's wall time so far (resumed runs included)."""
+    def write(self, frames: int, seconds: float, train_return: dict | None = None) -> None:
+        """At a log: `seconds` is the run's wall time so far (resumed runs included);
+        `train_return`: final_train_return of the training history so far (None: fewer
+        than 100 episodes yet)."""
         now = time.monotonic()
         if self.last is None or frames > self.last[0]:  # the pace since the last write
             if self.last is not None:
@@ -75,6 +78,9 @@ class ProgressFile:
                 self.record["frames_per_s"] = round(rate, 1)
             self.last = (frames, now)
         self.record.update(frames=frames, wall_time_s=round(seconds, 1))
+        if train_return is not None:
+            self.record["train_return"] = _finite(train_return["return"])
+            self.record["train_return_episodes"] = train_return["episodes"]
         self._dump()
 
     def evaluated(self, frames: int, ret: float, per_run: list[float] | None) -> None:
